@@ -1,0 +1,120 @@
+// The review step: mint the request id, freeze the body, submit exactly that; safe to resend.
+(function () {
+  "use strict";
+
+  function mintId() {
+    if (window.crypto && typeof crypto.randomUUID === "function") {
+      return crypto.randomUUID();
+    }
+    // Plain http on a LAN address is not a secure context: build a v4 UUID by hand.
+    var bytes = new Uint8Array(16);
+    crypto.getRandomValues(bytes);
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    var hex = Array.prototype.map.call(bytes, function (b) {
+      return (b + 0x100).toString(16).slice(1);
+    }).join("");
+    return hex.slice(0, 8) + "-" + hex.slice(8, 12) + "-" + hex.slice(12, 16) + "-" +
+      hex.slice(16, 20) + "-" + hex.slice(20);
+  }
+
+  function isReload() {
+    var nav = performance.getEntriesByType && performance.getEntriesByType("navigation")[0];
+    return !!nav && (nav.type === "reload" || nav.type === "back_forward");
+  }
+
+  // One review step keeps its id across reloads; a new step mints a new one.
+  function frozenRequest(review) {
+    var key = "studio.review:" + location.pathname + location.search;
+    var kept = sessionStorage.getItem(key);
+    if (kept && isReload()) {
+      return JSON.parse(kept);
+    }
+    var body = JSON.parse(review.dataset.frozen);
+    body.request_id = mintId();
+    var frozen = Object.freeze(body);
+    sessionStorage.setItem(key, JSON.stringify(frozen));
+    return frozen;
+  }
+
+  var SUBMIT_TIMEOUT_MS = 15000;
+
+  function startReview(review) {
+    var frozen = frozenRequest(review);
+    var text = JSON.stringify(frozen);
+    var button = document.getElementById("submit");
+    var status = document.getElementById("submit-status");
+    document.getElementById("request-id").textContent = frozen.request_id;
+    document.getElementById("frozen-body").textContent = JSON.stringify(frozen, null, 2);
+    review.dataset.requestId = frozen.request_id;
+    button.disabled = false;
+
+    button.addEventListener("click", function () {
+      button.disabled = true;
+      status.className = "status";
+      status.textContent = "Submitting…";
+      var controller = new AbortController();
+      var timer = setTimeout(function () { controller.abort(); }, SUBMIT_TIMEOUT_MS);
+      fetch("/leases", {
+        method: "POST",
+        headers: { "Content-Type": "application/json", "Accept": "application/json" },
+        body: text,
+        credentials: "same-origin",
+        signal: controller.signal,
+      }).then(function (reply) {
+        return reply.json().catch(function () { return {}; }).then(function (data) {
+          if (reply.ok && data.lease_id) {
+            status.textContent = "Submitted. Opening the proposals…";
+            location.assign("/leases/" + data.lease_id);
+            return;
+          }
+          if (reply.status === 401) {
+            location.assign("/login?next=" + encodeURIComponent(location.pathname + location.search));
+            return;
+          }
+          status.className = "status error";
+          status.textContent = data.message || ("The studio answered " + reply.status + ".");
+          button.disabled = reply.status >= 400 && reply.status < 500 && reply.status !== 503;
+          if (button.disabled) { return; }
+          button.textContent = "Submit again";
+        });
+      }, function () {
+        status.className = "status error";
+        status.textContent = "No reply - submit again; it is safe. The same request ID is sent, so nothing is made twice.";
+        button.textContent = "Submit again";
+        button.disabled = false;
+      }).finally(function () { clearTimeout(timer); });
+    });
+  }
+
+  // Keep the person's choice of candidates while polling replaces the list.
+  var chosen = {};
+  document.addEventListener("change", function (event) {
+    var input = event.target;
+    if (input.matches && input.matches("input[type=radio][name^='choice:']")) {
+      chosen[input.name] = input.value;
+    }
+  });
+  document.addEventListener("htmx:afterSwap", function () {
+    Object.keys(chosen).forEach(function (name) {
+      document.querySelectorAll("input[type=radio]").forEach(function (input) {
+        if (input.name === name && input.value === chosen[name]) { input.checked = true; }
+      });
+    });
+    tick();
+  });
+
+  function tick() {
+    document.querySelectorAll("[data-countdown]").forEach(function (element) {
+      var left = Math.round((Date.parse(element.dataset.countdown) - Date.now()) / 1000);
+      element.textContent = left > 0 ? left + " s left" : "deadline reached";
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var review = document.getElementById("review");
+    if (review) { startReview(review); }
+    tick();
+    setInterval(tick, 1000);
+  });
+})();

@@ -1,0 +1,1 @@
+"""The studio: leased, idempotent model proposals about a person's own invoices."""

@@ -1,0 +1,63 @@
+"""`studio serve` and `studio worker`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+
+from studio.config import from_environment
+
+
+def serve(host: str, port: int, demo: bool) -> None:
+    import uvicorn
+
+    from app import create_app
+
+    settings = from_environment().with_changes(demo=demo)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="info",
+                access_log=False)
+
+
+async def _work() -> None:
+    from studio.db import Database
+    from studio.providers import Providers
+    from studio.worker import Worker
+
+    settings = from_environment()
+    db = await Database(settings.db_path).open()
+    worker = Worker(db, Providers(settings), settings)
+    runner = asyncio.create_task(worker.run())
+    loop = asyncio.get_running_loop()
+    for stop in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(stop, runner.cancel)
+    logging.getLogger("studio.worker").info("worker %s started on %s", worker.name,
+                                            settings.db_path)
+    try:
+        await runner
+    except asyncio.CancelledError:
+        pass
+    finally:
+        await db.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="studio", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve_command = commands.add_parser("serve", help="the web studio, its worker and sweeper")
+    serve_command.add_argument("--host", default="127.0.0.1")
+    serve_command.add_argument("--port", type=int, default=8000)
+    serve_command.add_argument("--demo", action="store_true",
+                               help="seed Ada and Ben (password studio-demo) if absent")
+    commands.add_parser("worker", help="an extra worker process on the same database")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if args.command == "serve":
+        serve(args.host, args.port, args.demo)
+    else:
+        asyncio.run(_work())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""Settings, read once from the environment."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+
+def _number(env: dict[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SystemExit(f"{name} must be a number, not {raw!r}") from None
+    if value < 0:
+        raise SystemExit(f"{name} must not be negative, not {raw!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    db_path: Path = Path("studio.db")
+    secret_key: str = ""
+    lease_seconds: float = 90.0
+    provider_delay_s: float = 0.0
+    max_batch_tasks: int = 600
+    claim_seconds: float = 30.0
+    worker_slots: int = 4
+    openai_base_url: str = ""
+    openai_model: str = "gpt-4o-mini"
+    openai_api_key: str = field(default="", repr=False)
+    demo: bool = False
+    # Off only in tests that drive the worker and the deadline by hand.
+    embedded_worker: bool = True
+    sweeper: bool = True
+
+    def with_changes(self, **changes: object) -> Settings:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def from_environment(env: dict[str, str] | None = None) -> Settings:
+    env = dict(os.environ if env is None else env)
+    db_path = Path(env.get("STUDIO_DB") or "studio.db")
+    return Settings(
+        db_path=db_path,
+        secret_key=env.get("STUDIO_SECRET_KEY", ""),
+        lease_seconds=_number(env, "STUDIO_LEASE_SECONDS", 90.0) or 90.0,
+        provider_delay_s=_number(env, "STUDIO_PROVIDER_DELAY_S", 0.0),
+        max_batch_tasks=int(_number(env, "STUDIO_MAX_BATCH_TASKS", 600)) or 600,
+        claim_seconds=_number(env, "STUDIO_CLAIM_SECONDS", 30.0) or 30.0,
+        worker_slots=max(1, int(_number(env, "STUDIO_WORKER_SLOTS", 4))),
+        openai_base_url=env.get("STUDIO_OPENAI_BASE_URL", "").rstrip("/"),
+        openai_model=env.get("STUDIO_OPENAI_MODEL") or "gpt-4o-mini",
+        openai_api_key=env.get("STUDIO_OPENAI_API_KEY", ""),
+    )
+
+
+def signing_key(settings: Settings) -> str:
+    """The cookie signing key: the configured one, else one generated once beside the database."""
+    if settings.secret_key:
+        return settings.secret_key
+    path = settings.db_path.with_name(settings.db_path.name + ".secret")
+    if not path.exists():
+        # Written aside, then linked: a second process starting at once reads a whole key.
+        draft = path.with_name(f"{path.name}.{os.getpid()}.draft")
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_urlsafe(48))
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+    return path.read_text().strip()

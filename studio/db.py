@@ -1,0 +1,208 @@
+"""The SQLite store: connections, pragmas, migrations and the transaction helper.
+
+Every transaction is one plain function run on a connection's own thread, so it is one
+hop for the event loop and two coroutines can never interleave statements inside one
+BEGIN. Writes take `BEGIN IMMEDIATE`, which is what holds when two processes share the file.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiosqlite
+
+T = TypeVar("T")
+Unit = Callable[..., T]
+
+BUSY_TIMEOUT_MS = 30_000
+READERS = 2
+
+MIGRATIONS: list[str] = [
+    # 1: the whole first schema.
+    """
+    CREATE TABLE actors (
+        id TEXT PRIMARY KEY,
+        email TEXT NOT NULL UNIQUE,
+        password_hash TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,                 -- SHA-256 of the token in the cookie
+        actor_id TEXT NOT NULL REFERENCES actors(id),
+        created_at REAL NOT NULL
+    );
+    CREATE TABLE invoices (
+        id TEXT PRIMARY KEY,
+        owner_id TEXT NOT NULL REFERENCES actors(id),
+        number TEXT NOT NULL,
+        customer TEXT NOT NULL,
+        currency TEXT NOT NULL,
+        total TEXT NOT NULL,                 -- a decimal string: money stays exact
+        due_date TEXT NOT NULL,
+        line_items TEXT NOT NULL,            -- JSON list of {description, quantity, unit_price}
+        summary TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX invoices_owner ON invoices(owner_id, number);
+    CREATE TABLE leases (
+        id TEXT PRIMARY KEY,
+        actor_id TEXT NOT NULL REFERENCES actors(id),
+        session_id TEXT NOT NULL,
+        purpose TEXT NOT NULL,
+        options TEXT NOT NULL,               -- JSON: providers asked for, candidates
+        status TEXT NOT NULL CHECK (
+            status IN ('open', 'proposed', 'applied', 'rejected', 'expired', 'failed')),
+        deadline_at REAL NOT NULL,
+        created_at REAL NOT NULL,
+        ended_at REAL,
+        ended_reason TEXT,
+        task_count INTEGER NOT NULL
+    );
+    CREATE INDEX leases_live ON leases(status, deadline_at);
+    CREATE INDEX leases_session ON leases(session_id, status);
+    CREATE TABLE lease_invoices (
+        lease_id TEXT NOT NULL REFERENCES leases(id),
+        invoice_id TEXT NOT NULL REFERENCES invoices(id),
+        position INTEGER NOT NULL,
+        PRIMARY KEY (lease_id, invoice_id)
+    );
+    CREATE TABLE tasks (
+        id TEXT PRIMARY KEY,
+        lease_id TEXT NOT NULL REFERENCES leases(id),
+        invoice_id TEXT NOT NULL REFERENCES invoices(id),
+        provider TEXT NOT NULL,
+        candidate INTEGER NOT NULL,
+        position INTEGER NOT NULL,
+        status TEXT NOT NULL DEFAULT 'pending' CHECK (
+            status IN ('pending', 'running', 'done', 'failed')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        claim TEXT,
+        claim_expires_at REAL,
+        error TEXT,
+        UNIQUE (lease_id, invoice_id, provider, candidate)
+    );
+    CREATE INDEX tasks_lease ON tasks(lease_id, position);
+    CREATE INDEX tasks_waiting ON tasks(status, claim_expires_at);
+    CREATE TABLE proposals (
+        id TEXT PRIMARY KEY,
+        task_id TEXT NOT NULL UNIQUE REFERENCES tasks(id),
+        lease_id TEXT NOT NULL REFERENCES leases(id),
+        invoice_id TEXT NOT NULL REFERENCES invoices(id),
+        provider TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        applied_at REAL
+    );
+    CREATE INDEX proposals_lease ON proposals(lease_id);
+    CREATE TABLE request_bindings (
+        actor_id TEXT NOT NULL REFERENCES actors(id),
+        request_id TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        lease_id TEXT NOT NULL REFERENCES leases(id),
+        created_at REAL NOT NULL,
+        PRIMARY KEY (actor_id, request_id)
+    );
+    CREATE TABLE lease_events (
+        id INTEGER PRIMARY KEY,
+        lease_id TEXT NOT NULL REFERENCES leases(id),
+        kind TEXT NOT NULL,
+        detail TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX lease_events_lease ON lease_events(lease_id, kind);
+    """,
+]
+
+
+def prepare(path: Path) -> None:
+    """Create the file if needed, switch it to WAL and apply pending migrations."""
+    db = sqlite3.connect(path, isolation_level=None)
+    _set_up(db)
+    try:
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+                for statement in script.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute(f"PRAGMA user_version = {number}")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+    finally:
+        db.close()
+
+
+def in_transaction(db: sqlite3.Connection, unit: Unit[T], *args: Any) -> T:
+    """Run `unit(db, *args)` inside BEGIN IMMEDIATE: all of it commits, or none of it."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        result = unit(db, *args)
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    return result
+
+
+def in_snapshot(db: sqlite3.Connection, unit: Unit[T], *args: Any) -> T:
+    """Run `unit(db, *args)` inside a read transaction: every SELECT sees one moment."""
+    db.execute("BEGIN")
+    try:
+        return unit(db, *args)
+    finally:
+        db.execute("COMMIT")
+
+
+class Database:
+    """One writer connection and a few readers, each on its own aiosqlite thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._writer: aiosqlite.Connection | None = None
+        self._readers: list[aiosqlite.Connection] = []
+        self._next_reader = itertools.cycle(range(READERS))
+
+    async def open(self) -> Database:
+        prepare(self.path)
+        self._writer = await aiosqlite.connect(self.path, isolation_level=None)
+        await self._writer._execute(_set_up, self._writer._conn)
+        for _ in range(READERS):
+            reader = await aiosqlite.connect(self.path, isolation_level=None)
+            await reader._execute(_set_up, reader._conn)
+            self._readers.append(reader)
+        return self
+
+    async def close(self) -> None:
+        for connection in [self._writer, *self._readers]:
+            if connection is not None:
+                await connection.close()
+        self._writer, self._readers = None, []
+
+    async def write(self, unit: Unit[T], *args: Any) -> T:
+        """Run one write transaction as one unit on the writer's thread."""
+        assert self._writer is not None, "the database is not open"
+        # aiosqlite's public calls are one statement per hop; _execute runs a whole function
+        # on the connection's thread, so a transaction cannot interleave or be left half-open
+        # by a cancelled request.
+        return await self._writer._execute(in_transaction, self._writer._conn, unit, *args)
+
+    async def read(self, unit: Unit[T], *args: Any) -> T:
+        """Run one read-only unit on a reader's thread, as one snapshot."""
+        reader = self._readers[next(self._next_reader)]
+        return await reader._execute(in_snapshot, reader._conn, unit, *args)
+
+
+def _set_up(db: sqlite3.Connection) -> None:
+    db.row_factory = sqlite3.Row
+    db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    db.execute("PRAGMA foreign_keys = ON")
+    # FULL syncs the WAL on every commit: a 2xx answer means the write is on disk.
+    db.execute("PRAGMA synchronous = FULL")

@@ -1,0 +1,41 @@
+"""Refusals: every 4xx the studio gives, with the sentence a person reads."""
+
+from __future__ import annotations
+
+REFUSALS: dict[str, tuple[int, str]] = {
+    "not_signed_in": (401, "Sign in to continue."),
+    "invalid_credentials": (401, "That email and password do not match an account."),
+    "cross_origin_request": (403, "This request came from another site and was refused."),
+    "not_found": (404, "There is nothing at this address."),
+    "invoice_not_found": (404, "That invoice does not exist or is not yours."),
+    "lease_not_found": (404, "That request does not exist or is not yours."),
+    "method_not_allowed": (405, "This address does not accept that method."),
+    "request_id_conflict": (409, "The request ID already belongs to different input."),
+    "lease_expired": (409, "The deadline passed: nothing was written. Ask again for new proposals."),
+    "lease_open": (409, "The proposals are still being written; wait for them before applying."),
+    "lease_applied": (409, "These proposals were already applied."),
+    "lease_rejected": (409, "This request was cancelled; nothing can be applied from it."),
+    "lease_failed": (409, "No proposal could be made for this request; nothing can be applied."),
+    "lease_not_cancelable": (409, "This request has already ended and cannot be cancelled."),
+    "body_too_large": (413, "The request body is too large."),
+    "invalid_body": (422, "The request body is not valid."),
+    "invalid_request_id": (422, "The request ID must be 1 to 100 characters."),
+    "purpose_not_allowed": (422, "That purpose is not one the studio offers."),
+    "unknown_provider": (422, "That provider is not one the studio knows."),
+    "too_many_tasks": (422, "That request would make too many tasks; choose fewer invoices, providers or candidates."),
+    "invalid_choice": (422, "A chosen proposal does not belong to that invoice in this request."),
+    "database_busy": (503, "The studio is busy; try again in a moment."),
+}
+
+
+class Refusal(Exception):
+    """A request the studio refuses, with its code, HTTP status and message."""
+
+    def __init__(self, code: str, message: str | None = None) -> None:
+        self.code = code
+        self.status, default = REFUSALS[code]
+        self.message = message or default
+        super().__init__(f"{code}: {self.message}")
+
+    def as_json(self) -> dict[str, str]:
+        return {"detail": self.code, "message": self.message}

@@ -1,0 +1,233 @@
+"""Idempotent create: the fingerprint, the request binding, and the lease with its whole
+task tree in one commit. The same request twice is one request."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from studio.auth import Actor
+from studio.db import Database
+from studio.errors import Refusal
+from studio.leases import record_event, timestamp
+from studio.providers import AUTO, Providers
+from studio.purposes import purpose_named
+
+MAX_REQUEST_ID = 100
+MAX_CANDIDATES = 5
+
+# One task: (invoice_id, provider, candidate).
+Plan = list[tuple[str, str, int]]
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What a submission asks for, normalised: the same intent always reads the same."""
+
+    purpose: str
+    invoice_ids: tuple[str, ...]
+    providers: tuple[str, ...]
+    candidates: int
+
+    @property
+    def task_count(self) -> int:
+        return len(self.invoice_ids) * len(self.providers) * self.candidates
+
+    def normalised(self) -> dict[str, Any]:
+        return {
+            "purpose": self.purpose,
+            "invoice_ids": list(self.invoice_ids),
+            "providers": list(self.providers),
+            "candidates": self.candidates,
+        }
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the normalised request as sorted-key JSON; fields the server ignores
+        (`actor_id`) and the request id itself are not part of it."""
+        text = json.dumps(self.normalised(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class LeaseRequest:
+    """A frozen request: the id the browser minted, and the intent it names."""
+
+    request_id: str
+    intent: Intent
+
+
+def _id_list(body: dict[str, Any], plural: str, singular: str) -> list[Any] | None:
+    value = body.get(plural, body.get(singular))
+    if value is None:
+        return None
+    return value if isinstance(value, list) else [value]
+
+
+def _canonical_uuid(value: object) -> str:
+    if not isinstance(value, str) or len(value) > 36:
+        raise Refusal("invalid_body", "Each invoice id must be a UUID.")
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise Refusal("invalid_body", "Each invoice id must be a UUID.") from None
+
+
+def parse_request_id(body: dict[str, Any]) -> str:
+    request_id = body.get("request_id")
+    if not isinstance(request_id, str) or not 1 <= len(request_id) <= MAX_REQUEST_ID:
+        raise Refusal("invalid_request_id")
+    return request_id
+
+
+def parse_intent(body: dict[str, Any], providers: Providers, max_tasks: int) -> Intent:
+    """Validate and normalise what is asked for; every refusal names what is wrong.
+    Any `actor_id` in the body is ignored: the actor is the session's."""
+    purpose = purpose_named(body.get("purpose"))
+    invoice_ids = _id_list(body, "invoice_ids", "invoice_id")
+    if not invoice_ids:
+        raise Refusal("invalid_body", "Name at least one invoice (invoice_ids).")
+    asked = _id_list(body, "providers", "provider")
+    if asked is None:
+        asked = [AUTO]
+    if not asked or not all(isinstance(name, str) for name in asked):
+        raise Refusal("invalid_body", "Providers must be a list of provider names.")
+    known = providers.names()
+    if any(name not in known for name in asked):
+        raise Refusal("unknown_provider", f"Providers must be among: {', '.join(known)}.")
+    candidates = body.get("candidates", 1)
+    if isinstance(candidates, str) and candidates.isdigit() and len(candidates) < 3:
+        candidates = int(candidates)  # a form field is text
+    if type(candidates) is not int or not 1 <= candidates <= MAX_CANDIDATES:
+        raise Refusal(
+            "invalid_body", f"Candidates must be a whole number from 1 to {MAX_CANDIDATES}."
+        )
+    intent = Intent(
+        purpose=purpose.name,
+        invoice_ids=tuple(sorted({_canonical_uuid(value) for value in invoice_ids})),
+        providers=tuple(sorted(set(asked))),
+        candidates=candidates,
+    )
+    if intent.task_count > max_tasks:
+        raise Refusal(
+            "too_many_tasks",
+            f"That request makes {intent.task_count} tasks; the most in one request is "
+            f"{max_tasks}. Choose fewer invoices, providers or candidates.",
+        )
+    return intent
+
+
+def parse_request(body: dict[str, Any], providers: Providers, max_tasks: int) -> LeaseRequest:
+    return LeaseRequest(parse_request_id(body), parse_intent(body, providers, max_tasks))
+
+
+def plan_tasks(intent: Intent, providers: list[str]) -> Plan:
+    """One task per invoice x provider x candidate."""
+    return [
+        (invoice_id, provider, candidate)
+        for invoice_id in intent.invoice_ids
+        for provider in providers
+        for candidate in range(1, intent.candidates + 1)
+    ]
+
+
+def _receipt(db: sqlite3.Connection, lease_id: str) -> dict[str, Any]:
+    lease = db.execute(
+        "SELECT id, status, deadline_at, task_count FROM leases WHERE id = ?", (lease_id,)
+    ).fetchone()
+    return {
+        "lease_id": lease["id"],
+        "status": lease["status"],
+        "deadline_at": timestamp(lease["deadline_at"]),
+        "tasks": lease["task_count"],
+    }
+
+
+def _bound(db: sqlite3.Connection, actor_id: str, request: LeaseRequest) -> dict | None:
+    """What this actor's request id already made, None if nothing; 409 for other input."""
+    binding = db.execute(
+        "SELECT fingerprint, lease_id FROM request_bindings WHERE actor_id = ? AND request_id = ?",
+        (actor_id, request.request_id),
+    ).fetchone()
+    if binding is None:
+        return None
+    if binding["fingerprint"] != request.intent.fingerprint():
+        raise Refusal("request_id_conflict")
+    return _receipt(db, binding["lease_id"])
+
+
+def _owns_all(db: sqlite3.Connection, actor_id: str, invoice_ids: tuple[str, ...]) -> bool:
+    owned = db.execute(
+        "SELECT COUNT(*) FROM invoices WHERE owner_id = ?"
+        " AND id IN (SELECT value FROM json_each(?))",
+        (actor_id, json.dumps(invoice_ids)),
+    ).fetchone()[0]
+    return owned == len(invoice_ids)
+
+
+def _early_look(db: sqlite3.Connection, actor_id: str, request: LeaseRequest) -> dict | None:
+    receipt = _bound(db, actor_id, request)
+    if receipt is None and not _owns_all(db, actor_id, request.intent.invoice_ids):
+        raise Refusal("invoice_not_found")
+    return receipt
+
+
+def create_lease(
+    db: sqlite3.Connection,
+    actor: Actor,
+    request: LeaseRequest,
+    plan: Plan,
+    lease_seconds: float,
+    now: float,
+) -> tuple[dict[str, Any], bool]:
+    """Commit the request binding, the lease and its complete task tree together
+    (invariant 1); the binding is checked again here, under BEGIN IMMEDIATE."""
+    receipt = _bound(db, actor.id, request)
+    if receipt is not None:
+        return receipt, False
+    intent = request.intent
+    if not _owns_all(db, actor.id, intent.invoice_ids):
+        raise Refusal("invoice_not_found")
+    lease_id = str(uuid.uuid4())
+    options = {"providers": list(intent.providers), "candidates": intent.candidates}
+    db.execute(
+        "INSERT INTO leases (id, actor_id, session_id, purpose, options, status, deadline_at,"
+        " created_at, task_count) VALUES (?, ?, ?, ?, ?, 'open', ?, ?, ?)",
+        (lease_id, actor.id, actor.session_id, intent.purpose, json.dumps(options),
+         now + lease_seconds, now, len(plan)),
+    )
+    db.execute(
+        "INSERT INTO request_bindings (actor_id, request_id, fingerprint, lease_id, created_at)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (actor.id, request.request_id, intent.fingerprint(), lease_id, now),
+    )
+    db.executemany(
+        "INSERT INTO lease_invoices (lease_id, invoice_id, position) VALUES (?, ?, ?)",
+        [(lease_id, invoice_id, n) for n, invoice_id in enumerate(intent.invoice_ids)],
+    )
+    db.executemany(
+        "INSERT INTO tasks (id, lease_id, invoice_id, provider, candidate, position)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            (str(uuid.uuid4()), lease_id, invoice_id, provider, candidate, n)
+            for n, (invoice_id, provider, candidate) in enumerate(plan)
+        ],
+    )
+    record_event(db, lease_id, "created", f"{len(plan)} tasks", now)
+    return _receipt(db, lease_id), True
+
+
+async def submit(
+    db: Database, providers: Providers, actor: Actor, request: LeaseRequest, lease_seconds: float
+) -> tuple[dict[str, Any], bool]:
+    """Submit a frozen request: (receipt, created). Network work happens between the early
+    look (an optimisation) and the write transaction (the guarantee), never inside it."""
+    receipt = await db.read(_early_look, actor.id, request)
+    if receipt is not None:
+        return receipt, False
+    plan = plan_tasks(request.intent, await providers.resolve(list(request.intent.providers)))
+    return await db.write(create_lease, actor, request, plan, lease_seconds, time.time())

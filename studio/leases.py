@@ -1,0 +1,364 @@
+"""The lease state machine, with the SQL that enforces it.
+
+    open --(all tasks finished, >=1 proposal)--> proposed --(apply)--> applied
+    open --(all tasks failed)--> failed
+    open | proposed --(cancel)--> rejected
+    open | proposed --(deadline passed / sign-out)--> expired
+
+Every write here is a conditional statement on the lease row (status, actor, deadline), so a
+late or stale writer changes nothing. The final states are never left and the deadline is
+never extended. Units take a `sqlite3.Connection` and run inside one transaction
+(`Database.write`); the async functions below are what handlers call.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from studio.auth import Actor
+from studio.db import Database
+from studio.errors import Refusal
+from studio.purposes import PURPOSES
+
+log = logging.getLogger("studio.leases")
+
+LIVE = ("open", "proposed")
+FINAL = ("applied", "rejected", "expired", "failed")
+
+
+def timestamp(seconds: float | None) -> str | None:
+    """Epoch seconds as the ISO 8601 UTC text the API speaks."""
+    if seconds is None:
+        return None
+    moment = datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")
+    return moment.replace("+00:00", "Z")
+
+
+def record_event(db: sqlite3.Connection, lease_id: str, kind: str, detail: str, now: float) -> None:
+    db.execute(
+        "INSERT INTO lease_events (lease_id, kind, detail, created_at) VALUES (?, ?, ?, ?)",
+        (lease_id, kind, detail, now),
+    )
+
+
+# --- generation: proposals arrive only while the lease is open -----------------------------
+
+
+def record_proposal(
+    db: sqlite3.Connection, task_id: str, claim: str, actor_id: str, text: str, now: float
+) -> bool:
+    """Save one task's proposal, only while its lease is open, its actor unchanged, its
+    deadline ahead and the task still held by this attempt (invariant 3).
+
+    A task that already has a proposal keeps it (invariant 5). Anything else is a late
+    completion: an event and a log line, never a write. Returns whether the proposal counts.
+    """
+    task = db.execute("SELECT lease_id FROM tasks WHERE id = ?", (task_id,)).fetchone()
+    if task is None:
+        return False
+    lease_id = task["lease_id"]
+    saved = db.execute(
+        """
+        INSERT INTO proposals (id, task_id, lease_id, invoice_id, provider, summary, created_at)
+        SELECT ?, tasks.id, tasks.lease_id, tasks.invoice_id, tasks.provider, ?, ?
+          FROM tasks JOIN leases ON leases.id = tasks.lease_id
+         WHERE tasks.id = ? AND tasks.status = 'running' AND tasks.claim = ?
+           AND leases.status = 'open' AND leases.actor_id = ? AND leases.deadline_at > ?
+        ON CONFLICT (task_id) DO NOTHING
+        """,
+        (str(uuid.uuid4()), text, now, task_id, claim, actor_id, now),
+    ).rowcount
+    finished = db.execute(
+        """
+        UPDATE tasks SET status = 'done', claim = NULL, claim_expires_at = NULL, error = NULL
+         WHERE id = ? AND status = 'running' AND claim = ?
+           AND EXISTS (SELECT 1 FROM proposals WHERE proposals.task_id = tasks.id)
+           AND EXISTS (SELECT 1 FROM leases WHERE leases.id = tasks.lease_id
+                        AND leases.status = 'open' AND leases.actor_id = ?
+                        AND leases.deadline_at > ?)
+        """,
+        (task_id, claim, actor_id, now),
+    ).rowcount
+    if not finished:
+        lease = db.execute("SELECT status, deadline_at FROM leases WHERE id = ?", (lease_id,)).fetchone()
+        detail = f"task {task_id}: lease {lease['status']}"
+        if lease["status"] == "open" and lease["deadline_at"] <= now:
+            detail = f"task {task_id}: deadline passed"
+        elif lease["status"] == "open":
+            detail = f"task {task_id}: claim no longer held"
+        record_event(db, lease_id, "late_completion", detail, now)
+        log.info("late completion for lease %s, written nowhere (%s)", lease_id, detail)
+        return False
+    if not saved:
+        log.info("task %s already had its proposal; reused it", task_id)
+    settle(db, lease_id, now)
+    return True
+
+
+def fail_task(db: sqlite3.Connection, task_id: str, claim: str, error: str, retry: bool,
+              now: float) -> None:
+    """Record a provider error: put the task back for another attempt, or mark it failed."""
+    status = "pending" if retry else "failed"
+    changed = db.execute(
+        "UPDATE tasks SET status = ?, claim = NULL, claim_expires_at = NULL, error = ?"
+        " WHERE id = ? AND status = 'running' AND claim = ?",
+        (status, error[:500], task_id, claim),
+    ).rowcount
+    if changed:
+        lease_id = db.execute("SELECT lease_id FROM tasks WHERE id = ?", (task_id,)).fetchone()[0]
+        record_event(db, lease_id, "provider_error", f"task {task_id}: {error[:200]}", now)
+        if not retry:
+            settle(db, lease_id, now)
+
+
+def settle(db: sqlite3.Connection, lease_id: str, now: float) -> None:
+    """Once no task is waiting or running: proposed with at least one proposal, else failed."""
+    waiting = db.execute(
+        "SELECT 1 FROM tasks WHERE lease_id = ? AND status IN ('pending', 'running') LIMIT 1",
+        (lease_id,),
+    ).fetchone()
+    if waiting:
+        return
+    has_proposal = db.execute(
+        "SELECT 1 FROM proposals WHERE lease_id = ? LIMIT 1", (lease_id,)
+    ).fetchone()
+    if has_proposal:
+        moved = db.execute(
+            "UPDATE leases SET status = 'proposed' WHERE id = ? AND status = 'open'"
+            " AND deadline_at > ?",
+            (lease_id, now),
+        ).rowcount
+        kind = "proposed"
+    else:
+        moved = db.execute(
+            "UPDATE leases SET status = 'failed', ended_at = ?, ended_reason = 'no_proposal'"
+            " WHERE id = ? AND status = 'open'",
+            (now, lease_id),
+        ).rowcount
+        kind = "failed"
+    if moved:
+        record_event(db, lease_id, kind, "", now)
+
+
+# --- endings: deadline, sign-out, cancel, apply ----------------------------------------------
+
+
+def expire_due(db: sqlite3.Connection, now: float) -> int:
+    """Expire every live lease whose deadline has passed; the deadline wins a silent client."""
+    due = [
+        row[0]
+        for row in db.execute(
+            "SELECT id FROM leases WHERE status IN ('open', 'proposed') AND deadline_at <= ?",
+            (now,),
+        )
+    ]
+    db.executemany(
+        "UPDATE leases SET status = 'expired', ended_at = ?, ended_reason = 'deadline'"
+        " WHERE id = ? AND status IN ('open', 'proposed')",
+        [(now, lease_id) for lease_id in due],
+    )
+    db.executemany(
+        "INSERT INTO lease_events (lease_id, kind, detail, created_at)"
+        " VALUES (?, 'expired', 'deadline', ?)",
+        [(lease_id, now) for lease_id in due],
+    )
+    return len(due)
+
+
+def any_due(db: sqlite3.Connection, now: float) -> bool:
+    return db.execute(
+        "SELECT 1 FROM leases WHERE status IN ('open', 'proposed') AND deadline_at <= ? LIMIT 1",
+        (now,),
+    ).fetchone() is not None
+
+
+def end_session(db: sqlite3.Connection, session_id: str, now: float) -> int:
+    """Sign-out: delete the session and expire the live leases it opened (invariant 6)."""
+    db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+    ended = [
+        row[0]
+        for row in db.execute(
+            "UPDATE leases SET status = 'expired', ended_at = ?, ended_reason = 'signed_out'"
+            " WHERE session_id = ? AND status IN ('open', 'proposed') RETURNING id",
+            (now, session_id),
+        )
+    ]
+    db.executemany(
+        "INSERT INTO lease_events (lease_id, kind, detail, created_at)"
+        " VALUES (?, 'expired', 'signed_out', ?)",
+        [(lease_id, now) for lease_id in ended],
+    )
+    return len(ended)
+
+
+def _own_lease(db: sqlite3.Connection, lease_id: str, actor_id: str) -> sqlite3.Row | None:
+    """The lease if it is this actor's; another actor's lease is as absent as a made-up id."""
+    return db.execute(
+        "SELECT * FROM leases WHERE id = ? AND actor_id = ?", (lease_id, actor_id)
+    ).fetchone()
+
+
+def _expire_if_due(db: sqlite3.Connection, lease: sqlite3.Row, now: float) -> bool:
+    if lease["status"] not in LIVE or lease["deadline_at"] > now:
+        return False
+    db.execute(
+        "UPDATE leases SET status = 'expired', ended_at = ?, ended_reason = 'deadline'"
+        " WHERE id = ? AND status IN ('open', 'proposed')",
+        (now, lease["id"]),
+    )
+    record_event(db, lease["id"], "expired", "deadline", now)
+    return True
+
+
+def cancel(db: sqlite3.Connection, lease_id: str, actor_id: str, now: float) -> str:
+    """Reject a live lease; a lease past its deadline is expired instead, in this transaction.
+    Returns the outcome code: `rejected` or the refusal to raise after commit."""
+    lease = _own_lease(db, lease_id, actor_id)
+    if lease is None:
+        return "lease_not_found"
+    if _expire_if_due(db, lease, now):
+        return "lease_not_cancelable"
+    rejected = db.execute(
+        "UPDATE leases SET status = 'rejected', ended_at = ?, ended_reason = 'cancelled'"
+        " WHERE id = ? AND actor_id = ? AND status IN ('open', 'proposed') AND deadline_at > ?",
+        (now, lease_id, actor_id, now),
+    ).rowcount
+    if not rejected:
+        return "lease_not_cancelable"
+    record_event(db, lease_id, "rejected", "cancelled", now)
+    return "rejected"
+
+
+def apply(
+    db: sqlite3.Connection, lease_id: str, actor_id: str, choices: dict[str, str], now: float
+) -> str:
+    """The person's decision, in one transaction (invariant 4): 404 unless the actor's,
+    409 unless proposed, 409 `lease_expired` past the deadline (expiring it here), and each
+    invoice write also requires `owner_id = actor`. Returns `applied` or a refusal code."""
+    lease = _own_lease(db, lease_id, actor_id)
+    if lease is None:
+        return "lease_not_found"
+    if _expire_if_due(db, lease, now):
+        return "lease_expired"
+    if lease["status"] != "proposed":
+        return f"lease_{lease['status']}"
+    candidates: dict[str, list[sqlite3.Row]] = {}
+    for row in db.execute(
+        "SELECT proposals.id, proposals.invoice_id, proposals.summary FROM proposals"
+        " JOIN tasks ON tasks.id = proposals.task_id WHERE proposals.lease_id = ?"
+        " ORDER BY tasks.position",
+        (lease_id,),
+    ):
+        candidates.setdefault(row["invoice_id"], []).append(row)
+    chosen: list[sqlite3.Row] = []
+    for invoice_id, choice in choices.items():
+        if not any(row["id"] == choice for row in candidates.get(invoice_id, [])):
+            raise Refusal("invalid_choice")
+    for invoice_id, rows in candidates.items():
+        choice = choices.get(invoice_id, rows[0]["id"])
+        chosen.append(next(row for row in rows if row["id"] == choice))
+    field = PURPOSES[lease["purpose"]].writes  # from the allow-list, never from a request
+    for row in chosen:
+        written = db.execute(
+            f"UPDATE invoices SET {field} = ? WHERE id = ? AND owner_id = ?",
+            (row["summary"], row["invoice_id"], actor_id),
+        ).rowcount
+        if written != 1:
+            raise Refusal("invoice_not_found")
+    db.executemany(
+        "UPDATE proposals SET applied_at = ? WHERE id = ?", [(now, row["id"]) for row in chosen]
+    )
+    applied = db.execute(
+        "UPDATE leases SET status = 'applied', ended_at = ?, ended_reason = 'applied'"
+        " WHERE id = ? AND actor_id = ? AND status = 'proposed' AND deadline_at > ?",
+        (now, lease_id, actor_id, now),
+    ).rowcount
+    if applied != 1:  # unreachable inside BEGIN IMMEDIATE; kept so no write survives if not
+        raise Refusal("lease_not_found")
+    record_event(db, lease_id, "applied", f"{len(chosen)} invoices", now)
+    return "applied"
+
+
+async def apply_lease(db: Database, actor: Actor, lease_id: str, choices: dict[str, str]) -> dict:
+    outcome = await db.write(apply, lease_id, actor.id, choices, time.time())
+    if outcome != "applied":
+        raise Refusal(outcome)
+    return {"status": "applied", "lease_id": lease_id}
+
+
+async def cancel_lease(db: Database, actor: Actor, lease_id: str) -> dict:
+    outcome = await db.write(cancel, lease_id, actor.id, time.time())
+    if outcome != "rejected":
+        raise Refusal(outcome)
+    return {"status": "rejected", "lease_id": lease_id}
+
+
+async def expire_session(db: Database, session_id: str) -> int:
+    return await db.write(end_session, session_id, time.time())
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+def view(db: sqlite3.Connection, lease_id: str, actor_id: str) -> dict[str, Any] | None:
+    """The lease as its actor sees it: status, progress and the candidates per invoice."""
+    lease = _own_lease(db, lease_id, actor_id)
+    if lease is None:
+        return None
+    done, failed = db.execute(
+        "SELECT COALESCE(SUM(status = 'done'), 0), COALESCE(SUM(status = 'failed'), 0)"
+        " FROM tasks WHERE lease_id = ?",
+        (lease_id,),
+    ).fetchone()
+    invoices: dict[str, dict[str, Any]] = {}
+    for row in db.execute(
+        "SELECT invoices.id, invoices.number, invoices.customer, invoices.summary"
+        " FROM lease_invoices JOIN invoices ON invoices.id = lease_invoices.invoice_id"
+        " WHERE lease_invoices.lease_id = ? ORDER BY lease_invoices.position",
+        (lease_id,),
+    ):
+        invoices[row["id"]] = {
+            "invoice_id": row["id"],
+            "number": row["number"],
+            "customer": row["customer"],
+            "current_summary": row["summary"],
+            "candidates": [],
+        }
+    for row in db.execute(
+        "SELECT proposals.id, proposals.invoice_id, proposals.provider, proposals.summary,"
+        " proposals.applied_at FROM proposals JOIN tasks ON tasks.id = proposals.task_id"
+        " WHERE proposals.lease_id = ? ORDER BY tasks.position",
+        (lease_id,),
+    ):
+        invoices[row["invoice_id"]]["candidates"].append({
+            "proposal_id": row["id"],
+            "provider": row["provider"],
+            "summary": row["summary"],
+            "applied": row["applied_at"] is not None,
+        })
+    options = json.loads(lease["options"])
+    return {
+        "lease_id": lease["id"],
+        "status": lease["status"],
+        "purpose": lease["purpose"],
+        "deadline_at": timestamp(lease["deadline_at"]),
+        "created_at": timestamp(lease["created_at"]),
+        "ended_reason": lease["ended_reason"],
+        "providers": options["providers"],
+        "candidates_per_invoice": options["candidates"],
+        "progress": {"total": lease["task_count"], "done": done, "failed": failed},
+        "invoices": list(invoices.values()),
+    }
+
+
+async def read_lease(db: Database, actor: Actor, lease_id: str) -> dict[str, Any]:
+    found = await db.read(view, lease_id, actor.id)
+    if found is None:
+        raise Refusal("lease_not_found")
+    return found

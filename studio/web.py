@@ -1,0 +1,350 @@
+"""Thin handlers: parse, call one domain function, answer as the client asked.
+
+One set of paths serves browsers and API clients: `HX-Request` gets an HTML fragment; an
+`Accept` naming JSON, or a JSON body, gets JSON; anything else gets a full page.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, quote
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.templating import Jinja2Templates
+
+from studio import intents, invoices, leases
+from studio.auth import SESSION_COOKIE, Actor, Sessions
+from studio.config import Settings
+from studio.db import Database
+from studio.errors import Refusal
+from studio.providers import Providers
+from studio.purposes import PURPOSES
+from studio.worker import Worker
+
+HTMX_STOP_POLLING = 286
+MAX_BODY_BYTES = 64 * 1024
+MAX_PATH_ID = 64
+REPEATED_FIELDS = ("invoice_id", "invoice_ids", "provider", "providers")
+VARY = "HX-Request, Accept"
+
+
+@dataclass
+class Studio:
+    settings: Settings
+    db: Database
+    sessions: Sessions
+    providers: Providers
+    worker: Worker | None
+    templates: Jinja2Templates
+
+
+def studio_of(request: Request) -> Studio:
+    return request.app.state.studio
+
+
+# --- negotiation -----------------------------------------------------------------------------
+
+
+def answer_kind(request: Request) -> str:
+    """`fragment`, `json` or `page`, decided once per request from its headers and body."""
+    if request.headers.get("hx-request") == "true":
+        return "fragment"
+    if "application/json" in request.headers.get("accept", ""):
+        return "json"
+    if "json" in request.headers.get("content-type", "") or request.scope.get("studio.json_body"):
+        return "json"
+    return "page"
+
+
+def render(request: Request, template: str, context: dict[str, Any], status: int = 200,
+           headers: dict[str, str] | None = None) -> Response:
+    studio = studio_of(request)
+    page_context = {"demo": studio.settings.demo, "actor": request.scope.get("studio.actor")}
+    response = studio.templates.TemplateResponse(
+        request, template, {**page_context, **context}, status_code=status, headers=headers
+    )
+    response.headers["Vary"] = VARY
+    return response
+
+
+def answer(request: Request, data: Any, *, template: str, context: dict[str, Any],
+           status: int = 200, fragment: str | None = None, fragment_status: int | None = None
+           ) -> Response:
+    """The same answer as JSON, as a page, or as the page's fragment."""
+    kind = answer_kind(request)
+    if kind == "json":
+        return JSONResponse(data, status_code=status, headers={"Vary": VARY})
+    if kind == "fragment" and fragment:
+        return render(request, fragment, context, fragment_status or status)
+    return render(request, template, context, status)
+
+
+def refusal_response(request: Request, refusal: Refusal) -> Response:
+    kind = answer_kind(request)
+    if kind == "json":
+        return JSONResponse(refusal.as_json(), status_code=refusal.status, headers={"Vary": VARY})
+    if refusal.status == 401:
+        target = f"/login?next={quote(request.url.path)}"
+        if kind == "fragment":
+            return Response(status_code=401, headers={"HX-Redirect": target, "Vary": VARY})
+        if request.method == "GET":
+            return RedirectResponse(target, status_code=303, headers={"Vary": VARY})
+    context = {"refusal": refusal}
+    if kind == "fragment":
+        # The message goes to the page's message area, not into whatever the form targeted.
+        retarget = {"HX-Retarget": "#messages", "HX-Reswap": "innerHTML"}
+        return render(request, "_message.html", context, refusal.status, retarget)
+    return render(request, "error.html", context, refusal.status)
+
+
+async def on_refusal(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, Refusal)
+    return refusal_response(request, exc)
+
+
+async def on_http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_body")
+    return refusal_response(request, Refusal(code))
+
+
+async def on_database_error(request: Request, exc: Exception) -> Response:
+    """A lock held past the busy timeout is a busy answer, never a 500."""
+    if "locked" in str(exc) or "busy" in str(exc):
+        response = refusal_response(request, Refusal("database_busy"))
+        response.headers["Retry-After"] = "1"
+        return response
+    raise exc
+
+
+# --- input -----------------------------------------------------------------------------------
+
+
+async def read_body(request: Request) -> dict[str, Any]:
+    """The body as a dict, from JSON or a url-encoded form, at most 64 KiB."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise Refusal("body_too_large")
+    raw = b""
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY_BYTES:
+            raise Refusal("body_too_large")
+    text = raw.decode("utf-8", errors="replace").strip()
+    if not text:
+        return {}
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if "json" in content_type or text.startswith(("{", "[")):
+        request.scope["studio.json_body"] = True
+        try:
+            body = json.loads(text)
+        except (ValueError, RecursionError):
+            raise Refusal("invalid_body", "The body is not valid JSON.") from None
+        if not isinstance(body, dict):
+            raise Refusal("invalid_body", "The body must be a JSON object.")
+        return body
+    if content_type in ("", "application/x-www-form-urlencoded"):
+        fields = parse_qs(text, keep_blank_values=True)
+        return {
+            key: values if key in REPEATED_FIELDS else values[-1] for key, values in fields.items()
+        }
+    raise Refusal("invalid_body", "Send JSON or a url-encoded form.")
+
+
+def path_id(request: Request, name: str, missing: str) -> str:
+    """A UUID from the path, canonical; anything malformed is simply not found."""
+    raw = request.path_params[name]
+    try:
+        if len(raw) > MAX_PATH_ID:
+            raise ValueError(raw)
+        return str(uuid.UUID(raw))
+    except ValueError:
+        raise Refusal(missing) from None
+
+
+async def current_actor(request: Request) -> Actor:
+    actor = await studio_of(request).sessions.actor(request.cookies.get(SESSION_COOKIE))
+    request.scope["studio.actor"] = actor
+    return actor
+
+
+def parse_choices(body: dict[str, Any]) -> dict[str, str]:
+    """Apply choices from JSON `{"choices": {invoice: proposal}}` or form `choice:<invoice>`."""
+    raw = body.get("choices")
+    if raw is None:
+        raw = {key.removeprefix("choice:"): value for key, value in body.items()
+               if key.startswith("choice:")}
+    if not isinstance(raw, dict):
+        raise Refusal("invalid_body", "Choices must map an invoice id to a proposal id.")
+    choices: dict[str, str] = {}
+    for invoice_id, proposal_id in raw.items():
+        try:
+            choices[str(uuid.UUID(invoice_id))] = str(uuid.UUID(str(proposal_id)[:MAX_PATH_ID]))
+        except ValueError:
+            raise Refusal("invalid_choice") from None
+    return choices
+
+
+def safe_next(target: object) -> str:
+    """Only a path on this site, so sign-in cannot be used to send someone elsewhere."""
+    if isinstance(target, str) and target.startswith("/") and not target.startswith("//") \
+            and "\\" not in target:
+        return target
+    return "/invoices"
+
+
+# --- handlers --------------------------------------------------------------------------------
+
+
+async def home(request: Request) -> Response:
+    return RedirectResponse("/invoices", status_code=303)
+
+
+async def login_page(request: Request) -> Response:
+    return render(request, "login.html", {"next": safe_next(request.query_params.get("next"))})
+
+
+async def login(request: Request) -> Response:
+    body = await read_body(request)
+    studio = studio_of(request)
+    try:
+        actor, cookie = await studio.sessions.sign_in(body.get("email"), body.get("password"))
+    except Refusal as refusal:
+        if answer_kind(request) == "json":
+            raise
+        context = {"next": safe_next(body.get("next")), "refusal": refusal,
+                   "email": body.get("email") if isinstance(body.get("email"), str) else ""}
+        return render(request, "login.html", context, refusal.status)
+    if answer_kind(request) == "json":
+        response: Response = JSONResponse({"actor_id": actor.id, "email": actor.email})
+    else:
+        response = RedirectResponse(safe_next(body.get("next")), status_code=303)
+    response.set_cookie(
+        SESSION_COOKIE, cookie, httponly=True, samesite="lax", path="/",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
+async def logout(request: Request) -> Response:
+    await read_body(request)
+    actor = await current_actor(request)
+    expired = await leases.expire_session(studio_of(request).db, actor.session_id)
+    if answer_kind(request) == "json":
+        response: Response = JSONResponse({"status": "signed_out", "expired_leases": expired})
+    else:
+        response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    return response
+
+
+async def invoice_list(request: Request) -> Response:
+    actor = await current_actor(request)
+    found = await invoices.list_invoices(studio_of(request).db, actor)
+    return answer(request, found, template="invoices.html", context={"invoices": found})
+
+
+async def invoice_page(request: Request) -> Response:
+    invoice_id = path_id(request, "invoice_id", "invoice_not_found")
+    actor = await current_actor(request)
+    invoice = await invoices.get_invoice(studio_of(request).db, actor, invoice_id)
+    return answer(request, invoice, template="invoice.html", context={"invoice": invoice})
+
+
+async def review(request: Request) -> Response:
+    """The review step: what will be sent, exactly; the page mints and freezes the id."""
+    actor = await current_actor(request)
+    studio = studio_of(request)
+    query = request.query_params
+    asked: dict[str, Any] = {
+        "purpose": query.get("purpose", "summarize_invoice"),
+        "invoice_ids": query.getlist("invoice_id"),
+    }
+    if query.getlist("provider"):
+        asked["providers"] = query.getlist("provider")
+    if "candidates" in query:
+        asked["candidates"] = query["candidates"]
+    intent = intents.parse_intent(asked, studio.providers, studio.settings.max_batch_tasks)
+    chosen = await invoices.get_invoices(studio.db, actor, list(intent.invoice_ids))
+    frozen = intent.normalised()
+    data = {"request": frozen, "tasks": intent.task_count}
+    context = {
+        "intent": intent, "frozen_json": json.dumps(frozen), "invoices": chosen,
+        "purpose": PURPOSES[intent.purpose], "provider_names": studio.providers.names(),
+        "max_candidates": intents.MAX_CANDIDATES, "tasks": intent.task_count,
+        "lease_seconds": studio.settings.lease_seconds,
+    }
+    return answer(request, data, template="review.html", context=context)
+
+
+async def submit_lease(request: Request) -> Response:
+    body = await read_body(request)
+    actor = await current_actor(request)
+    studio = studio_of(request)
+    lease_request = intents.parse_request(body, studio.providers, studio.settings.max_batch_tasks)
+    receipt, created = await intents.submit(
+        studio.db, studio.providers, actor, lease_request, studio.settings.lease_seconds
+    )
+    if created and studio.worker is not None:
+        studio.worker.wake.set()
+    kind = answer_kind(request)
+    if kind == "json":
+        return JSONResponse(receipt, status_code=201 if created else 200, headers={"Vary": VARY})
+    target = f"/leases/{receipt['lease_id']}"
+    if kind == "fragment":
+        return Response(status_code=200, headers={"HX-Location": target, "Vary": VARY})
+    return RedirectResponse(target, status_code=303, headers={"Vary": VARY})
+
+
+async def _lease_answer(request: Request, actor: Actor, lease_id: str) -> Response:
+    lease = await leases.read_lease(studio_of(request).db, actor, lease_id)
+    final = lease["status"] in leases.FINAL
+    return answer(
+        request, lease, template="lease.html", context={"lease": lease, "final": final},
+        fragment="_lease.html", fragment_status=HTMX_STOP_POLLING if final else 200,
+    )
+
+
+async def lease_status(request: Request) -> Response:
+    lease_id = path_id(request, "lease_id", "lease_not_found")
+    actor = await current_actor(request)
+    return await _lease_answer(request, actor, lease_id)
+
+
+async def apply_lease(request: Request) -> Response:
+    lease_id = path_id(request, "lease_id", "lease_not_found")
+    body = await read_body(request)
+    actor = await current_actor(request)
+    result = await leases.apply_lease(studio_of(request).db, actor, lease_id, parse_choices(body))
+    return await _decided(request, actor, lease_id, result)
+
+
+async def cancel_lease(request: Request) -> Response:
+    lease_id = path_id(request, "lease_id", "lease_not_found")
+    await read_body(request)
+    actor = await current_actor(request)
+    result = await leases.cancel_lease(studio_of(request).db, actor, lease_id)
+    return await _decided(request, actor, lease_id, result)
+
+
+async def _decided(request: Request, actor: Actor, lease_id: str, result: dict) -> Response:
+    kind = answer_kind(request)
+    if kind == "json":
+        return JSONResponse(result, headers={"Vary": VARY})
+    if kind == "fragment":
+        return await _lease_answer(request, actor, lease_id)
+    return RedirectResponse(f"/leases/{lease_id}", status_code=303)
+
+
+EXCEPTION_HANDLERS = {
+    Refusal: on_refusal,
+    HTTPException: on_http_error,
+    sqlite3.OperationalError: on_database_error,
+}
+

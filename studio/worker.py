@@ -1,0 +1,211 @@
+"""The worker: claim a task, call the model outside any transaction, finish; and the
+deadline sweeper that ends leases nobody is watching."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from studio import leases
+from studio.config import Settings
+from studio.db import Database
+from studio.providers import Providers
+from studio.purposes import PURPOSES, invoice_fields
+
+log = logging.getLogger("studio.worker")
+
+MAX_ATTEMPTS = 3
+IDLE_WAIT_S = 0.5
+SWEEP_EVERY_S = 0.5
+
+
+@dataclass(frozen=True)
+class Claimed:
+    task_id: str
+    claim: str
+    lease_id: str
+    actor_id: str
+    purpose: str
+    provider: str
+    candidate: int
+    attempts: int
+    deadline_at: float
+    invoice: dict[str, Any]
+    has_proposal: bool
+
+
+def claim_task(db: sqlite3.Connection, claim: str, claim_seconds: float, now: float) -> Claimed | None:
+    """Take the oldest waiting task of an open lease, or one whose claim timed out
+    (invariant 5). The lease must be open with its deadline ahead: the generation-time check."""
+    row = db.execute(
+        """
+        UPDATE tasks SET status = 'running', claim = ?, claim_expires_at = ?,
+                         attempts = attempts + 1
+         WHERE id = (
+            SELECT tasks.id FROM leases CROSS JOIN tasks ON tasks.lease_id = leases.id
+             WHERE leases.status = 'open' AND leases.deadline_at > ?
+               AND (tasks.status = 'pending'
+                    OR (tasks.status = 'running' AND tasks.claim_expires_at <= ?))
+             ORDER BY leases.created_at, tasks.position LIMIT 1)
+        RETURNING id, lease_id, invoice_id, provider, candidate, attempts
+        """,
+        (claim, now + claim_seconds, now, now),
+    ).fetchone()
+    if row is None:
+        return None
+    lease = db.execute(
+        "SELECT actor_id, purpose, deadline_at FROM leases WHERE id = ?", (row["lease_id"],)
+    ).fetchone()
+    invoice = db.execute("SELECT * FROM invoices WHERE id = ?", (row["invoice_id"],)).fetchone()
+    has_proposal = db.execute(
+        "SELECT 1 FROM proposals WHERE task_id = ?", (row["id"],)
+    ).fetchone() is not None
+    return Claimed(
+        task_id=row["id"], claim=claim, lease_id=row["lease_id"], actor_id=lease["actor_id"],
+        purpose=lease["purpose"], provider=row["provider"], candidate=row["candidate"],
+        attempts=row["attempts"], deadline_at=lease["deadline_at"],
+        invoice=invoice_fields(invoice), has_proposal=has_proposal,
+    )
+
+
+def keep_claims(db: sqlite3.Connection, claims: list[str], expires_at: float) -> None:
+    """A working worker keeps its claims alive."""
+    db.executemany(
+        "UPDATE tasks SET claim_expires_at = ? WHERE claim = ? AND status = 'running'",
+        [(expires_at, claim) for claim in claims],
+    )
+
+
+class Worker:
+    """Runs tasks a few at a time; any number of workers may share one database."""
+
+    def __init__(self, db: Database, providers: Providers, settings: Settings) -> None:
+        self.db = db
+        self.providers = providers
+        self.settings = settings
+        self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.wake = asyncio.Event()
+        self._held: set[str] = set()
+        self._running: set[asyncio.Task[None]] = set()
+
+    async def run(self) -> None:
+        keeper = asyncio.create_task(self._keep_claims_alive())
+        slots = asyncio.Semaphore(self.settings.worker_slots)
+        try:
+            while True:
+                await slots.acquire()
+                try:
+                    task = await self.claim()
+                except Exception:
+                    log.exception("claiming a task failed; trying again shortly")
+                    task = None
+                if task is None:
+                    slots.release()
+                    await self._idle()
+                    continue
+                job = asyncio.create_task(self._run_and_release(task, slots))
+                self._running.add(job)
+                job.add_done_callback(self._running.discard)
+        finally:
+            keeper.cancel()
+            for job in list(self._running):
+                job.cancel()
+
+    async def _idle(self) -> None:
+        try:
+            await asyncio.wait_for(self.wake.wait(), IDLE_WAIT_S)
+        except TimeoutError:
+            pass
+        self.wake.clear()
+
+    async def claim(self) -> Claimed | None:
+        claim = f"{self.name}:{uuid.uuid4().hex}"
+        task = await self.db.write(claim_task, claim, self.settings.claim_seconds, time.time())
+        if task is not None:
+            self._held.add(claim)
+        return task
+
+    async def _run_and_release(self, task: Claimed, slots: asyncio.Semaphore) -> None:
+        try:
+            await self.execute(task)
+        except Exception:
+            log.exception("task %s stopped unexpectedly; its claim will time out", task.task_id)
+        finally:
+            self._held.discard(task.claim)
+            slots.release()
+
+    async def run_once(self) -> bool:
+        """Claim and execute one task; False when nothing was waiting."""
+        task = await self.claim()
+        if task is None:
+            return False
+        try:
+            await self.execute(task)
+        finally:
+            self._held.discard(task.claim)
+        return True
+
+    async def execute(self, task: Claimed) -> None:
+        """Call the provider outside any transaction, then write only through the lease."""
+        if task.has_proposal:
+            # An earlier attempt saved this task's proposal: finish with it, no second call.
+            await self.db.write(
+                leases.record_proposal, task.task_id, task.claim, task.actor_id, "", time.time()
+            )
+            return
+        time_left = task.deadline_at - time.time()
+        provider = self.providers.get(task.provider)
+        try:
+            text = await asyncio.wait_for(
+                provider.complete(
+                    PURPOSES[task.purpose], task.invoice, task.actor_id,
+                    candidate=task.candidate, timeout=time_left,
+                ),
+                timeout=max(time_left, 0.001),
+            )
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError("the provider returned no text")
+        except Exception as error:  # any provider failure is the task's, not the worker's
+            retry = task.attempts < MAX_ATTEMPTS and task.deadline_at > time.time()
+            reason = f"{type(error).__name__}: {error}".strip()
+            await self.db.write(
+                leases.fail_task, task.task_id, task.claim, reason, retry, time.time()
+            )
+            return
+        await self.db.write(
+            leases.record_proposal, task.task_id, task.claim, task.actor_id, text.strip(),
+            time.time(),
+        )
+
+    async def _keep_claims_alive(self) -> None:
+        every = self.settings.claim_seconds / 3
+        while True:
+            await asyncio.sleep(every)
+            if self._held:
+                try:
+                    await self.db.write(
+                        keep_claims, list(self._held), time.time() + self.settings.claim_seconds
+                    )
+                except Exception:
+                    log.exception("could not keep claims alive")
+
+
+async def sweep(db: Database) -> None:
+    """Expire leases whose deadline passed, about every half second."""
+    while True:
+        try:
+            now = time.time()
+            if await db.read(leases.any_due, now):
+                count = await db.write(leases.expire_due, now)
+                if count:
+                    log.info("expired %d lease(s) at their deadline", count)
+        except Exception:
+            log.exception("the sweep failed; trying again")
+        await asyncio.sleep(SWEEP_EVERY_S)

@@ -1,0 +1,227 @@
+"""Shared fixtures: an in-process studio on a real SQLite file, and a real server process."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app import create_app
+from studio.config import Settings
+from studio.demo import DEMO_PASSWORD
+
+ROOT = Path(__file__).resolve().parent.parent
+ADA, BEN = "ada@example.com", "ben@example.com"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(db_path=tmp_path / "studio.db", secret_key="test-secret", demo=True)
+
+
+def rows(db_path: Path, sql: str, *params: Any) -> list[sqlite3.Row]:
+    """Read the database file directly, as a second process would."""
+    db = sqlite3.connect(db_path)
+    db.row_factory = sqlite3.Row
+    try:
+        return db.execute(sql, params).fetchall()
+    finally:
+        db.close()
+
+
+def scalar(db_path: Path, sql: str, *params: Any) -> Any:
+    return rows(db_path, sql, *params)[0][0]
+
+
+def execute(db_path: Path, sql: str, *params: Any) -> None:
+    db = sqlite3.connect(db_path, timeout=30)
+    try:
+        with db:
+            db.execute(sql, params)
+    finally:
+        db.close()
+
+
+def table_counts(db_path: Path) -> dict[str, int]:
+    """Every table's row count, to show that a refused request changed nothing."""
+    names = [r[0] for r in rows(db_path, "SELECT name FROM sqlite_master WHERE type = 'table'")]
+    return {name: scalar(db_path, f"SELECT COUNT(*) FROM {name}") for name in names}
+
+
+def database_digest(db_path: Path) -> str:
+    """Every row of every table, to show that nothing at all changed."""
+    db = sqlite3.connect(db_path)
+    try:
+        return "\n".join(db.iterdump())
+    finally:
+        db.close()
+
+
+@dataclass
+class Running:
+    """An in-process studio with its lifespan running and an HTTP client bound to it."""
+
+    app: Any
+    settings: Settings
+
+    def client(self, **headers: str) -> httpx.AsyncClient:
+        transport = httpx.ASGITransport(app=self.app)
+        return httpx.AsyncClient(
+            transport=transport, base_url="http://studio.test",
+            headers={"Accept": "application/json", **headers},
+        )
+
+    async def signed_in(self, email: str = ADA) -> httpx.AsyncClient:
+        client = self.client()
+        reply = await client.post("/login", json={"email": email, "password": DEMO_PASSWORD})
+        assert reply.status_code == 200, reply.text
+        return client
+
+    def invoice_ids(self, email: str = ADA) -> list[str]:
+        return [
+            row[0]
+            for row in rows(
+                self.settings.db_path,
+                "SELECT invoices.id FROM invoices JOIN actors ON actors.id = invoices.owner_id"
+                " WHERE actors.email = ? ORDER BY number",
+                email,
+            )
+        ]
+
+    @property
+    def studio(self) -> Any:
+        return self.app.state.studio
+
+
+@contextlib.asynccontextmanager
+async def running(settings: Settings, providers: dict[str, Any] | None = None
+                  ) -> AsyncIterator[Running]:
+    app = create_app(settings, providers)
+    async with app.router.lifespan_context(app):
+        yield Running(app, settings)
+
+
+@pytest.fixture
+async def studio(settings: Settings) -> AsyncIterator[Running]:
+    async with running(settings) as started:
+        yield started
+
+
+def lease_body(invoice_ids: list[str], request_id: str = "req-1", **extra: Any) -> dict[str, Any]:
+    return {"request_id": request_id, "purpose": "summarize_invoice", "invoice_ids": invoice_ids,
+            "providers": ["local"], "candidates": 1, **extra}
+
+
+async def wait_for_status(client: httpx.AsyncClient, lease_id: str, wanted: str,
+                          seconds: float = 10.0) -> dict[str, Any]:
+    import anyio
+
+    deadline = time.monotonic() + seconds
+    while True:
+        lease = (await client.get(f"/leases/{lease_id}")).json()
+        if lease["status"] == wanted:
+            return lease
+        assert time.monotonic() < deadline, f"lease stayed {lease['status']}, wanted {wanted}"
+        await anyio.sleep(0.05)
+
+
+# --- a real server process -------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[bytes]
+    url: str
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, kill: bool = False) -> None:
+        if self.process.poll() is None:
+            if kill:
+                self.process.kill()
+            else:
+                self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+
+def studio_env(db_path: Path, **settings: str) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("STUDIO_")}
+    env.update({"STUDIO_DB": str(db_path), "STUDIO_SECRET_KEY": "test-secret",
+                "PYTHONUNBUFFERED": "1", **settings})
+    return env
+
+
+def start_server(db_path: Path, *args: str, port: int | None = None, **settings: str) -> Server:
+    """`studio serve` as a real subprocess on a free port; waits until it answers."""
+    port = port or free_port()
+    log_path = db_path.with_name(f"serve-{port}.log")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "studio.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+         *args],
+        cwd=ROOT, env=studio_env(db_path, **settings),
+        stdout=log_path.open("wb"), stderr=subprocess.STDOUT,
+    )
+    server = Server(process, f"http://127.0.0.1:{port}", log_path)
+    wait_for_server(server)
+    return server
+
+
+def wait_for_server(server: Server, seconds: float = 20.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise AssertionError(f"studio serve exited early:\n{server.log()}")
+        try:
+            httpx.get(server.url + "/login", timeout=1.0)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    server.stop(kill=True)
+    raise AssertionError(f"studio serve did not answer in {seconds} s:\n{server.log()}")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    started = start_server(tmp_path / "studio.db", "--demo")
+    yield started
+    started.stop()
+
+
+def sign_in(url: str, email: str = ADA) -> httpx.Client:
+    client = httpx.Client(base_url=url, headers={"Accept": "application/json"}, timeout=30)
+    reply = client.post("/login", json={"email": email, "password": DEMO_PASSWORD})
+    assert reply.status_code == 200, reply.text
+    return client
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True)

@@ -136,10 +136,11 @@ def settle(db: sqlite3.Connection, lease_id: str, now: float) -> None:
         ).rowcount
         kind = "proposed"
     else:
+        # Past the deadline the lease is the sweeper's to expire, not a failure.
         moved = db.execute(
             "UPDATE leases SET status = 'failed', ended_at = ?, ended_reason = 'no_proposal'"
-            " WHERE id = ? AND status = 'open'",
-            (now, lease_id),
+            " WHERE id = ? AND status = 'open' AND deadline_at > ?",
+            (now, lease_id, now),
         ).rowcount
         kind = "failed"
     if moved:

@@ -34,8 +34,9 @@ class Settings:
     openai_model: str = "gpt-4o-mini"
     openai_api_key: str = field(default="", repr=False)
     demo: bool = False
-    # Off only in tests that drive the worker and the deadline by hand.
+    # A web-only process (STUDIO_EMBEDDED_WORKER=0) leaves the tasks to `studio worker`s.
     embedded_worker: bool = True
+    # Off only in tests that drive the deadline by hand.
     sweeper: bool = True
 
     def with_changes(self, **changes: object) -> Settings:
@@ -56,6 +57,7 @@ def from_environment(env: dict[str, str] | None = None) -> Settings:
         openai_base_url=env.get("STUDIO_OPENAI_BASE_URL", "").rstrip("/"),
         openai_model=env.get("STUDIO_OPENAI_MODEL") or "gpt-4o-mini",
         openai_api_key=env.get("STUDIO_OPENAI_API_KEY", ""),
+        embedded_worker=env.get("STUDIO_EMBEDDED_WORKER", "1") != "0",
     )
 
 

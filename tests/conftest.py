@@ -184,12 +184,12 @@ def start_server(db_path: Path, *args: str, port: int | None = None, **settings:
     """`studio serve` as a real subprocess on a free port; waits until it answers."""
     port = port or free_port()
     log_path = db_path.with_name(f"serve-{port}.log")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "studio.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-         *args],
-        cwd=ROOT, env=studio_env(db_path, **settings),
-        stdout=log_path.open("wb"), stderr=subprocess.STDOUT,
-    )
+    with log_path.open("wb") as log:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(
+            [sys.executable, "-m", "studio.cli", "serve", "--host", "127.0.0.1",
+             "--port", str(port), *args],
+            cwd=ROOT, env=studio_env(db_path, **settings), stdout=log, stderr=subprocess.STDOUT,
+        )
     server = Server(process, f"http://127.0.0.1:{port}", log_path)
     wait_for_server(server)
     return server

@@ -1,0 +1,1 @@
+"""The studio's benchmark: each figure against a baseline measured in the same run."""

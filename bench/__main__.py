@@ -1,0 +1,490 @@
+"""`python -m bench [--quick]`: the studio's figures, each divided by a baseline from the same run.
+
+Shared machines drift, so no figure stands alone: the store is compared with raw `sqlite3`
+doing the same inserts, the HTTP routes with a bare Starlette route on the same uvicorn
+settings, the worker with a raw `sqlite3` loop running the same claim and write statements.
+Load comes from `wrk` (a separate process on loopback); results go to `bench/results.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import platform
+import shutil
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from studio import intents, leases
+from studio.auth import Actor
+from studio.config import Settings
+from studio.db import Database, in_transaction, prepare
+from studio.providers import Providers
+from studio.worker import Worker, claim_task
+
+ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+LUA = HERE / "report.lua"
+RESULTS = HERE / "results.json"
+PASSWORD = "studio-demo"
+
+TARGETS: dict[str, tuple[str, float]] = {
+    "create_intent_600_ratio": ("<=", 1.3),
+    "replay_rps_ratio": (">=", 0.6),
+    "poll_rps_ratio": (">=", 0.6),
+    "worker_ratio": (">=", 0.5),
+    "same_id_leases": ("==", 1),
+    "rss_mb_200_pollers": ("<=", 200),
+}
+
+
+# --- the store: a 600-task lease against raw sqlite3 ----------------------------------------
+
+
+def seed_actor(db_path: Path, invoices: int) -> tuple[Actor, list[str]]:
+    """An actor with a session and `invoices` invoices, written directly (no argon2 cost)."""
+    prepare(db_path)
+    actor = Actor(str(uuid.uuid4()), f"bench-{uuid.uuid4().hex[:6]}@example.com",
+                  uuid.uuid4().hex)
+    invoice_ids = [str(uuid.uuid4()) for _ in range(invoices)]
+    db = sqlite3.connect(db_path, isolation_level=None)
+    with db:
+        db.execute("BEGIN")
+        db.execute("INSERT INTO actors VALUES (?, ?, 'x', ?)", (actor.id, actor.email, time.time()))
+        db.execute("INSERT INTO sessions VALUES (?, ?, ?)", (actor.session_id, actor.id,
+                                                              time.time()))
+        db.executemany(
+            "INSERT INTO invoices (id, owner_id, number, customer, currency, total, due_date,"
+            " line_items) VALUES (?, ?, ?, 'Bench Ltd', 'EUR', '100.00', '2030-01-01', ?)",
+            [(invoice_id, actor.id, f"B-{n:04d}",
+              json.dumps([{"description": "Work", "quantity": 1, "unit_price": "100.00"}]))
+             for n, invoice_id in enumerate(invoice_ids)],
+        )
+        db.execute("COMMIT")
+    db.close()
+    return actor, invoice_ids
+
+
+def raw_connection(db_path: Path) -> sqlite3.Connection:
+    """A plain sqlite3 connection with the studio's pragmas, so only the machinery differs."""
+    db = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
+    db.row_factory = sqlite3.Row
+    db.execute("PRAGMA busy_timeout = 30000")
+    db.execute("PRAGMA foreign_keys = ON")
+    db.execute("PRAGMA synchronous = FULL")
+    return db
+
+
+def raw_create(db: sqlite3.Connection, actor: Actor, request: intents.LeaseRequest,
+               plan: intents.Plan) -> None:
+    """The same inserts as `intents.create_lease`, in one transaction, with nothing around them."""
+    now = time.time()
+    lease_id = str(uuid.uuid4())
+    intent = request.intent
+    db.execute("BEGIN IMMEDIATE")
+    db.execute(
+        "INSERT INTO leases (id, actor_id, session_id, purpose, options, status, deadline_at,"
+        " created_at, task_count) VALUES (?, ?, ?, ?, ?, 'open', ?, ?, ?)",
+        (lease_id, actor.id, actor.session_id, intent.purpose, "{}", now + 90, now, len(plan)),
+    )
+    db.execute(
+        "INSERT INTO request_bindings (actor_id, request_id, fingerprint, lease_id, created_at)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (actor.id, request.request_id, intent.fingerprint(), lease_id, now),
+    )
+    db.executemany(
+        "INSERT INTO lease_invoices (lease_id, invoice_id, position) VALUES (?, ?, ?)",
+        [(lease_id, invoice_id, n) for n, invoice_id in enumerate(intent.invoice_ids)],
+    )
+    db.executemany(
+        "INSERT INTO tasks (id, lease_id, invoice_id, provider, candidate, position)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        [(str(uuid.uuid4()), lease_id, invoice_id, provider, candidate, n)
+         for n, (invoice_id, provider, candidate) in enumerate(plan)],
+    )
+    db.execute("INSERT INTO lease_events (lease_id, kind, detail, created_at)"
+               " VALUES (?, 'created', '', ?)", (lease_id, now))
+    db.execute("COMMIT")
+
+
+async def bench_create(work: Path, rounds: int) -> dict[str, Any]:
+    studio_path, raw_path = work / "create-studio.db", work / "create-raw.db"
+    actor, invoice_ids = seed_actor(studio_path, 120)
+    raw_actor, raw_invoices = seed_actor(raw_path, 120)
+    settings = Settings(db_path=studio_path)
+    providers = Providers(settings)
+    db = await Database(studio_path).open()
+    raw = raw_connection(raw_path)
+
+    def request_for(ids: list[str], n: int) -> intents.LeaseRequest:
+        body = {"request_id": f"bench-{n}", "purpose": "summarize_invoice",
+                "invoice_ids": ids, "providers": ["local"], "candidates": 5}
+        return intents.parse_request(body, providers, 600)
+
+    store_s, submit_s, raw_s = [], [], []
+    try:
+        for n in range(rounds):
+            request = request_for(invoice_ids, n)
+            plan = intents.plan_tasks(request.intent, ["local"])
+            assert len(plan) == 600
+            started = time.perf_counter()
+            await db.write(intents.create_lease, actor, request, plan, 90.0, time.time())
+            store_s.append(time.perf_counter() - started)
+
+            request = request_for(invoice_ids, rounds + n)
+            started = time.perf_counter()
+            _, created = await intents.submit(db, providers, actor, request, 90.0)
+            submit_s.append(time.perf_counter() - started)
+            assert created
+
+            raw_request = request_for(raw_invoices, n)
+            raw_plan = intents.plan_tasks(raw_request.intent, ["local"])
+            started = time.perf_counter()
+            raw_create(raw, raw_actor, raw_request, raw_plan)
+            raw_s.append(time.perf_counter() - started)
+    finally:
+        await db.close()
+        raw.close()
+    store, submit, baseline = (statistics.median(s) for s in (store_s, submit_s, raw_s))
+    return {
+        "create_intent_600_ratio": store / baseline,
+        "create_intent_600_ms": store * 1000,
+        "create_intent_600_submit_ratio": submit / baseline,
+        "create_intent_600_submit_ms": submit * 1000,
+        "create_intent_600_raw_ms": baseline * 1000,
+    }
+
+
+# --- the worker against a raw claim/write loop -------------------------------------------------
+
+
+class InstantProvider:
+    name = "instant"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def complete(self, purpose: Any, invoice: dict[str, Any], actor_id: str, *,
+                       candidate: int, timeout: float) -> str:
+        self.calls += 1
+        return f"Instant summary {invoice['number']} #{candidate}"
+
+
+def plan_lease(db_path: Path, tasks: int) -> None:
+    actor, invoice_ids = seed_actor(db_path, tasks // 5)
+    body = {"request_id": "worker", "purpose": "summarize_invoice", "invoice_ids": invoice_ids,
+            "providers": ["local"], "candidates": 5}
+    request = intents.parse_request(body, Providers(Settings(db_path=db_path)), 10_000)
+    plan = [(i, "instant", c) for i, _, c in intents.plan_tasks(request.intent, ["local"])]
+    db = raw_connection(db_path)
+    in_transaction(db, intents.create_lease, actor, request, plan, 3600.0, time.time())
+    db.close()
+
+
+async def worker_rate(db_path: Path, tasks: int) -> float:
+    settings = Settings(db_path=db_path)
+    db = await Database(db_path).open()
+    provider = InstantProvider()
+    worker = Worker(db, Providers(settings, {"instant": provider}), settings)
+
+    def status(conn: sqlite3.Connection) -> str:
+        return conn.execute("SELECT status FROM leases").fetchone()[0]
+
+    started = time.perf_counter()
+    runner = asyncio.create_task(worker.run())
+    try:
+        while await db.read(status) == "open":
+            await asyncio.sleep(0.002)
+        elapsed = time.perf_counter() - started
+    finally:
+        runner.cancel()
+        await asyncio.gather(runner, return_exceptions=True)
+        await db.close()
+    assert provider.calls == tasks, (provider.calls, tasks)
+    return tasks / elapsed
+
+
+def raw_worker_rate(db_path: Path, tasks: int) -> float:
+    db = raw_connection(db_path)
+    done = 0
+    started = time.perf_counter()
+    while True:
+        claim = uuid.uuid4().hex
+        task = in_transaction(db, claim_task, claim, 30.0, time.time())
+        if task is None:
+            break
+        text = f"Instant summary {task.invoice['number']} #{task.candidate}"
+        in_transaction(db, leases.record_proposal, task.task_id, claim, task.actor_id, text,
+                       time.time())
+        done += 1
+    elapsed = time.perf_counter() - started
+    db.close()
+    assert done == tasks
+    return tasks / elapsed
+
+
+async def bench_worker(work: Path, tasks: int, rounds: int) -> dict[str, Any]:
+    studio_rates, raw_rates = [], []
+    for n in range(rounds):
+        studio_path, raw_path = work / f"worker-{n}.db", work / f"worker-raw-{n}.db"
+        plan_lease(studio_path, tasks)
+        plan_lease(raw_path, tasks)
+        studio_rates.append(await worker_rate(studio_path, tasks))
+        raw_rates.append(raw_worker_rate(raw_path, tasks))
+    studio, raw = statistics.median(studio_rates), statistics.median(raw_rates)
+    return {"worker_ratio": studio / raw, "worker_tasks_per_s": studio,
+            "worker_raw_tasks_per_s": raw}
+
+
+# --- HTTP: the studio's routes against a bare route on the same uvicorn settings -------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Process:
+    def __init__(self, name: str, args: list[str], env: dict[str, str], log: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        self.process = subprocess.Popen(
+            [sys.executable, *args, "--host", "127.0.0.1", "--port", str(self.port)],
+            cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            if self.process.poll() is not None:
+                raise SystemExit(f"{name} exited early:\n{log.read_text()}")
+            try:
+                httpx.get(self.url + "/login", timeout=1.0)
+                return
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise SystemExit(f"{name} did not answer:\n{log.read_text()}") from None
+                time.sleep(0.1)
+
+    def rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def wrk(url: str, seconds: float, connections: int, **env: str) -> dict[str, Any]:
+    """One wrk run; its Lua `done` hook prints the figures as JSON."""
+    command = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--timeout",
+               "10s", "-s", str(LUA), url]
+    finished = subprocess.run(command, env={**os.environ, **env}, capture_output=True, text=True,
+                              timeout=seconds + 60, check=True)
+    line = next(x for x in finished.stdout.splitlines() if x.startswith("BENCH "))
+    figures = json.loads(line.removeprefix("BENCH "))
+    figures["rps"] = figures["requests"] / (figures["duration_us"] / 1e6)
+    figures["errors"] = sum(figures[k] for k in ("non2xx", "connect", "read", "write",
+                                                 "timeout"))
+    return figures
+
+
+def studio_env(db_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STUDIO_")}
+    env.update({"STUDIO_DB": str(db_path), "STUDIO_SECRET_KEY": "bench-secret",
+                "STUDIO_LEASE_SECONDS": "3600", "PYTHONUNBUFFERED": "1"})
+    return env
+
+
+async def same_id(url: str, cookie: str, body: dict[str, Any], count: int) -> list[int]:
+    async with httpx.AsyncClient(base_url=url, headers={"Accept": "application/json",
+                                                        "Cookie": cookie}, timeout=60) as client:
+        replies = await asyncio.gather(*(client.post("/leases", json=body) for _ in range(count)))
+    return [reply.status_code for reply in replies]
+
+
+def bench_http(work: Path, seconds: float) -> dict[str, Any]:
+    db_path = work / "http.db"
+    env = studio_env(db_path)
+    studio = Process("studio serve", ["-m", "studio.cli", "serve", "--demo"], env,
+                     work / "studio.log")
+    bare = Process("bare starlette", ["-m", "bench.bare"], env, work / "bare.log")
+    out: dict[str, Any] = {}
+    try:
+        client = httpx.Client(base_url=studio.url, headers={"Accept": "application/json"},
+                              timeout=30)
+        signed = client.post("/login", json={"email": "ada@example.com", "password": PASSWORD})
+        signed.raise_for_status()
+        cookie = f"studio_session={client.cookies['studio_session']}"
+        invoices = [row["id"] for row in client.get("/invoices").json()][:3]
+        body = {"request_id": "bench-replay", "purpose": "summarize_invoice",
+                "invoice_ids": invoices, "providers": ["local"], "candidates": 2}
+        lease_id = client.post("/leases", json=body).json()["lease_id"]
+        deadline = time.monotonic() + 30
+        while client.get(f"/leases/{lease_id}").json()["status"] != "proposed":
+            if time.monotonic() > deadline:
+                raise SystemExit("the bench lease was never proposed")
+            time.sleep(0.05)
+        body_file = work / "replay.json"
+        body_file.write_text(json.dumps(body))
+        fresh_file = work / "fresh.json"
+        fresh_file.write_text(json.dumps({**body, "request_id": "bench-@ID@",
+                                          "invoice_ids": invoices[:1], "candidates": 1}))
+        poll_url = f"{studio.url}/leases/{lease_id}"
+        bare_url = f"{bare.url}/bare"
+        auth = {"BENCH_COOKIE": cookie}
+        posting = {"BENCH_BODY_FILE": str(body_file)}
+
+        wrk(bare_url, 1, 16)  # warm both servers and the page cache
+        wrk(poll_url, 1, 16, **auth)
+        runs: dict[str, list[dict[str, Any]]] = {k: [] for k in (
+            "bare_get", "bare_post", "replay", "poll_json", "poll_fragment")}
+        for _ in range(2):  # interleaved, so drift on a shared machine hits both sides
+            runs["bare_get"].append(wrk(bare_url, seconds, 16))
+            runs["poll_json"].append(wrk(poll_url, seconds, 16, **auth))
+            runs["poll_fragment"].append(wrk(poll_url, seconds, 16, BENCH_HX="1", **auth))
+            runs["bare_post"].append(wrk(bare_url, seconds, 16, **posting))
+            runs["replay"].append(wrk(f"{studio.url}/leases", seconds, 16, **auth, **posting))
+        for name, done in runs.items():
+            errors = sum(run["errors"] for run in done)
+            if errors:
+                raise SystemExit(f"{name}: {errors} failed requests during the run")
+            best = max(done, key=lambda run: run["rps"])
+            out[f"{name}_rps"] = best["rps"]
+            out[f"{name}_p50_ms"] = best["p50_us"] / 1000
+            out[f"{name}_p99_ms"] = best["p99_us"] / 1000
+        out["replay_rps_ratio"] = out["replay_rps"] / out["bare_post_rps"]
+        out["poll_rps_ratio"] = min(out["poll_json_rps"], out["poll_fragment_rps"]) \
+            / out["bare_get_rps"]
+        out["poll_json_rps_ratio"] = out["poll_json_rps"] / out["bare_get_rps"]
+        out["poll_fragment_rps_ratio"] = out["poll_fragment_rps"] / out["bare_get_rps"]
+
+        # 200 clients polling: the server's resident memory, sampled through the run.
+        samples: list[float] = []
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.is_set():
+                samples.append(studio.rss_mb())
+                stop.wait(0.1)
+
+        out["rss_mb_idle"] = studio.rss_mb()
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        try:
+            pollers = wrk(poll_url, seconds, 200, **auth)
+        finally:
+            stop.set()
+            sampler.join()
+        out["rss_mb_200_pollers"] = max(samples)
+        out["poll_200_clients_rps"] = pollers["rps"]
+        out["poll_200_clients_p99_ms"] = pollers["p99_us"] / 1000
+        out["poll_200_clients_errors"] = pollers["errors"]
+
+        # New submissions: each request a fresh id, so every one commits a lease to disk.
+        fresh = wrk(f"{studio.url}/leases", seconds, 16, BENCH_BODY_FILE=str(fresh_file),
+                    BENCH_FRESH_IDS="1", **auth)
+        out["submit_new_rps"] = fresh["rps"]
+        out["submit_new_p50_ms"] = fresh["p50_us"] / 1000
+        out["submit_new_p99_ms"] = fresh["p99_us"] / 1000
+        out["submit_new_errors"] = fresh["errors"]
+
+        same = {**body, "request_id": f"bench-same-{uuid.uuid4().hex}"}
+        statuses = asyncio.run(same_id(studio.url, cookie, same, 64))
+        conn = sqlite3.connect(db_path)
+        out["same_id_leases"] = conn.execute(
+            "SELECT COUNT(DISTINCT leases.id) FROM leases JOIN request_bindings"
+            " ON request_bindings.lease_id = leases.id WHERE request_bindings.request_id = ?",
+            (same["request_id"],),
+        ).fetchone()[0]
+        conn.close()
+        out["same_id_statuses"] = {str(s): statuses.count(s) for s in sorted(set(statuses))}
+        out["rss_mb_peak"] = max(samples + [studio.rss_mb()])
+    finally:
+        studio.stop()
+        bare.stop()
+    return out
+
+
+# --- the report ----------------------------------------------------------------------------
+
+
+def verdict(key: str, value: float) -> str:
+    sign, target = TARGETS[key]
+    met = {"<=": value <= target, ">=": value >= target, "==": value == target}[sign]
+    return "met" if met else "MISSED"
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "nproc": os.cpu_count(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "system": f"{platform.system()} {platform.release()}",
+    }
+
+
+def print_table(results: dict[str, Any]) -> None:
+    print(f"\n{'key':32} {'value':>10}  {'target':>8}  verdict")
+    for key, (sign, target) in TARGETS.items():
+        value = results[key]
+        print(f"{key:32} {value:>10.3f}  {sign}{target:<7}  {verdict(key, value)}")
+    print("\nlatency (ms)                      p50       p99")
+    for name in ("replay", "submit_new", "poll_json", "poll_fragment", "bare_post", "bare_get"):
+        print(f"{name:32} {results[f'{name}_p50_ms']:>8.2f}  {results[f'{name}_p99_ms']:>8.2f}")
+    print("\nrequests/s: " + ", ".join(
+        f"{name} {results[f'{name}_rps']:.0f}" for name in
+        ("bare_get", "poll_json", "poll_fragment", "bare_post", "replay", "submit_new")))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a run of under two minutes")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is needed for the HTTP figures: apt-get install wrk")
+    quick = args.quick
+    results: dict[str, Any] = {**machine(), "quick": quick}
+    steps: list[tuple[str, Callable[[Path], dict[str, Any]]]] = [
+        ("store", lambda w: asyncio.run(bench_create(w, 8 if quick else 30))),
+        ("worker", lambda w: asyncio.run(bench_worker(w, 300 if quick else 600,
+                                                      1 if quick else 3))),
+        ("http", lambda w: bench_http(w, 4 if quick else 10)),
+    ]
+    with tempfile.TemporaryDirectory(prefix="studio-bench-") as folder:
+        for name, step in steps:
+            started = time.monotonic()
+            results.update(step(Path(folder)))
+            print(f"{name}: {time.monotonic() - started:.1f} s", file=sys.stderr)
+    results["verdicts"] = {key: verdict(key, results[key]) for key in TARGETS}
+    args.out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    print_table(results)
+    print(f"\nwritten to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

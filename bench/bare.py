@@ -1,0 +1,40 @@
+"""The baseline server: bare Starlette routes served by uvicorn with the studio's settings."""
+
+from __future__ import annotations
+
+import argparse
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+
+async def poll(request: Request) -> JSONResponse:
+    return JSONResponse({"status": "open"})
+
+
+async def submit(request: Request) -> JSONResponse:
+    await request.body()
+    return JSONResponse({"status": "open"})
+
+
+app = Starlette(routes=[
+    Route("/bare", poll, methods=["GET"]),
+    Route("/bare", submit, methods=["POST"]),
+])
+
+
+def main() -> None:
+    import uvicorn
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    # The same call as `studio serve` (studio/cli.py), so only the handler differs.
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
+
+
+if __name__ == "__main__":
+    main()

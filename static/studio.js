@@ -95,12 +95,63 @@
       chosen[input.name] = input.value;
     }
   });
-  document.addEventListener("htmx:afterSwap", function () {
+
+  function isPoll(element) {
+    return !!element && element.id === "lease-status";
+  }
+
+  // A person's own action replaces old messages; a background poll must not hide them.
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var messages = document.getElementById("messages");
+    if (messages && !isPoll(event.detail.elt)) { messages.innerHTML = ""; }
+  });
+
+  function say(text, code) {
+    var messages = document.getElementById("messages");
+    if (!messages) { return; }
+    var line = document.createElement("p");
+    line.className = "message error";
+    line.dataset.code = code;
+    line.textContent = text;
+    messages.replaceChildren(line);
+  }
+
+  document.addEventListener("htmx:sendError", function (event) {
+    if (isPoll(event.detail.elt)) {
+      say("No reply from the studio. The page keeps asking; nothing is lost.", "no_reply");
+    } else {
+      say("No reply from the studio. Try again; it is safe.", "no_reply");
+    }
+  });
+  document.addEventListener("htmx:responseError", function (event) {
+    say("The studio answered " + event.detail.xhr.status + ". Try again in a moment.",
+      "server_error");
+  });
+
+  // Status changes are announced once, from a live region that polling never replaces.
+  var lastStatus = null;
+  function announce() {
+    var lease = document.getElementById("lease-status");
+    var announcer = document.getElementById("lease-announcer");
+    if (!lease || !announcer) { return; }
+    if (lastStatus !== null && lastStatus !== lease.dataset.status) {
+      announcer.textContent = lease.querySelector(".status").textContent.trim();
+    }
+    lastStatus = lease.dataset.status;
+  }
+
+  document.addEventListener("htmx:afterSwap", function (event) {
     Object.keys(chosen).forEach(function (name) {
       document.querySelectorAll("input[type=radio]").forEach(function (input) {
         if (input.name === name && input.value === chosen[name]) { input.checked = true; }
       });
     });
+    var messages = document.getElementById("messages");
+    var stale = messages && messages.querySelector("[data-code=no_reply]");
+    if (stale && isPoll(event.detail.requestConfig && event.detail.requestConfig.elt)) {
+      messages.innerHTML = "";
+    }
+    announce();
     tick();
   });
 
@@ -114,6 +165,7 @@
   document.addEventListener("DOMContentLoaded", function () {
     var review = document.getElementById("review");
     if (review) { startReview(review); }
+    announce();
     tick();
     setInterval(tick, 1000);
   });

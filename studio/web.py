@@ -90,7 +90,8 @@ def refusal_response(request: Request, refusal: Refusal) -> Response:
     if kind == "json":
         return JSONResponse(refusal.as_json(), status_code=refusal.status, headers={"Vary": VARY})
     if refusal.status == 401:
-        target = f"/login?next={quote(request.url.path)}"
+        wanted = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        target = f"/login?next={quote(wanted, safe='')}"  # back to the same page, query too
         if kind == "fragment":
             return Response(status_code=401, headers={"HX-Redirect": target, "Vary": VARY})
         if request.method == "GET":

@@ -1,0 +1,170 @@
+"""A real studio process per module and Debian's Chromium, driven by Playwright's sync API."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from studio.demo import DEMO_PASSWORD
+from tests.conftest import ADA, Server, rows, scalar, start_server
+
+CHROMIUM = Path(os.environ.get("STUDIO_CHROMIUM", "/usr/bin/chromium"))
+# Quiet, sandbox-free Chromium: no updates, no sync, no network of its own.
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+    "--disable-dev-shm-usage",
+]
+
+
+def launch_options(*extra_args: str) -> dict[str, Any]:
+    if not CHROMIUM.exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (set STUDIO_CHROMIUM)")
+    return {"executable_path": str(CHROMIUM), "args": [*CHROMIUM_ARGS, *extra_args]}
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
+    return {**browser_type_launch_args, **launch_options()}
+
+
+@pytest.fixture(scope="session")
+def base_url() -> None:
+    """Each module's server has its own address; this also replaces pytest-base-url's
+    fixture, whose instance-method form pytest warns about (and warnings are errors)."""
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _short_expect_timeout() -> None:
+    expect.set_options(timeout=10_000)
+
+
+@pytest.fixture
+def page(page: Page) -> Iterator[Page]:
+    """The page, failing the test on any script error or 5xx: nothing fails silently."""
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(f"script error: {error}"))
+    page.on("response", lambda reply: problems.append(f"{reply.status} {reply.url}")
+            if reply.status >= 500 else None)
+    yield page
+    assert not problems, problems
+
+
+@dataclass
+class Studio:
+    """A running `studio serve --demo` and the database file it writes."""
+
+    server: Server
+    db_path: Path
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def invoice_id(self, number: str) -> str:
+        return scalar(self.db_path, "SELECT id FROM invoices WHERE number = ?", number)
+
+    def summary(self, number: str) -> str:
+        return scalar(self.db_path, "SELECT summary FROM invoices WHERE number = ?", number)
+
+    def lease(self, lease_id: str) -> Any:
+        return rows(self.db_path, "SELECT * FROM leases WHERE id = ?", lease_id)[0]
+
+    def lease_count(self) -> int:
+        return scalar(self.db_path, "SELECT COUNT(*) FROM leases")
+
+    def wait_for_lease(self, lease_id: str, status: str, seconds: float = 15.0) -> Any:
+        deadline = time.monotonic() + seconds
+        while True:
+            lease = self.lease(lease_id)
+            if lease["status"] == status:
+                return lease
+            assert time.monotonic() < deadline, f"lease stayed {lease['status']}, not {status}"
+            time.sleep(0.05)
+
+
+def serve(tmp_path_factory: pytest.TempPathFactory, **settings: str) -> Iterator[Studio]:
+    db_path = tmp_path_factory.mktemp("studio") / "studio.db"
+    server = start_server(db_path, "--demo", **settings)
+    try:
+        yield Studio(server, db_path)
+    finally:
+        server.stop()
+        # Nothing the browser did may have crashed a handler.
+        assert "Traceback" not in server.log(), server.log()
+
+
+@pytest.fixture(scope="module")
+def studio(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[Studio]:
+    """One server per module, configured by the module's `STUDIO_SETTINGS`."""
+    yield from serve(tmp_path_factory, **getattr(request.module, "STUDIO_SETTINGS", {}))
+
+
+def sign_in(page: Page, url: str, email: str = ADA) -> None:
+    page.goto(url + "/login")
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill(DEMO_PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page).to_have_url(url + "/invoices")
+
+
+def review_url(studio: Studio, *numbers: str, candidates: int = 1, provider: str = "local"
+               ) -> str:
+    query = "&".join(f"invoice_id={studio.invoice_id(number)}" for number in numbers)
+    return f"{studio.url}/review?purpose=summarize_invoice&{query}" \
+           f"&provider={provider}&candidates={candidates}"
+
+
+def open_review(page: Page, studio: Studio, *numbers: str, **options: Any) -> str:
+    """Open a review step and return the request id the page minted for it."""
+    page.goto(review_url(studio, *numbers, **options))
+    expect(page.locator("#submit")).to_be_enabled()
+    return page.locator("#request-id").inner_text()
+
+
+def submit_and_open_lease(page: Page) -> str:
+    page.get_by_role("button", name="Submit").click()
+    page.wait_for_url("**/leases/*")
+    return page.url.rsplit("/", 1)[1]
+
+
+def lease_posts(page: Page) -> list[dict[str, Any]]:
+    """Start recording the bodies the page posts to /leases."""
+    seen: list[dict[str, Any]] = []
+
+    def record(request: Any) -> None:
+        if request.method == "POST" and request.url.endswith("/leases"):
+            seen.append(request.post_data_json)
+
+    page.on("request", record)
+    return seen
+
+
+def lease_polls(page: Page, lease_id: str) -> Callable[[], int]:
+    """Count the status polls the page sends for one lease."""
+    count = [0]
+
+    def record(request: Any) -> None:
+        if request.method == "GET" and request.url.endswith(f"/leases/{lease_id}") \
+                and request.headers.get("hx-request") == "true":
+            count[0] += 1
+
+    page.on("request", record)
+    return lambda: count[0]
+
+
+def wait_until(page: Page, check: Callable[[], bool], seconds: float = 10.0) -> None:
+    """Let the page run (its events are delivered only while Playwright waits) until check()."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"gave up after {seconds} s"
+        page.wait_for_timeout(100)

@@ -1,0 +1,283 @@
+"""The studio in a real browser: sign in, review, submit, watch, decide; and every refusal."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import httpx
+import pytest
+from playwright.sync_api import Page, Route, expect
+
+from tests.conftest import ADA, BEN, rows, scalar, sign_in as api_sign_in
+from tests.e2e.conftest import (
+    Studio,
+    lease_polls,
+    lease_posts,
+    open_review,
+    review_url,
+    sign_in,
+    submit_and_open_lease,
+    wait_until,
+)
+
+pytestmark = pytest.mark.e2e
+
+# Candidates arrive one by one, slowly enough to watch; no deadline gets in the way.
+STUDIO_SETTINGS = {"STUDIO_PROVIDER_DELAY_S": "0.8", "STUDIO_WORKER_SLOTS": "1",
+                   "STUDIO_LEASE_SECONDS": "120"}
+
+UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+
+
+def api_lease(studio: Studio, number: str, request_id: str, email: str = ADA) -> str:
+    client = api_sign_in(studio.url, email)
+    try:
+        reply = client.post("/leases", json={
+            "request_id": request_id, "purpose": "summarize_invoice",
+            "invoice_ids": [studio.invoice_id(number)], "providers": ["local"]})
+    finally:
+        client.close()
+    assert reply.status_code == 201, reply.text
+    return reply.json()["lease_id"]
+
+
+def test_whole_flow_review_submit_watch_choose_and_apply(page: Page, studio: Studio) -> None:
+    page.goto(studio.url + "/invoices")
+    expect(page).to_have_url(re.compile(r"/login\?next=%2Finvoices$"))
+    expect(page.get_by_role("complementary", name="Demo accounts")).to_contain_text("studio-demo")
+    sign_in(page, studio.url)
+
+    row = page.get_by_role("row").filter(has_text="INV-1001")
+    for fact in ("Northwind Traders", "EUR 2700.00", "2026-12-15", "None yet"):
+        expect(row).to_contain_text(fact)
+    page.get_by_label("Pick INV-1001").check()
+    page.get_by_label("Pick INV-1002").check()
+    page.get_by_role("button", name="Summarize selected").click()
+    expect(page).to_have_url(re.compile(r"/review\?"))
+    expect(page.locator("#submit")).to_be_enabled()
+    first_id = page.locator("#request-id").inner_text()
+
+    # Changing the request is a new review step, with a new id.
+    page.get_by_label("auto", exact=True).uncheck()
+    page.get_by_label("local", exact=True).check()
+    page.get_by_label("Candidates per invoice and provider").fill("2")
+    page.get_by_role("button", name="Review again").click()
+    expect(page.locator("#submit")).to_be_enabled()
+    request_id = page.locator("#request-id").inner_text()
+    assert UUID4.match(request_id) and request_id != first_id
+
+    review = page.locator("#review")
+    for shown in ("summarize_invoice", "INV-1001 · Northwind Traders",
+                  "INV-1002 · Blue Harbor Cafe", "local"):
+        expect(review).to_contain_text(shown)
+    expect(page.locator("#task-count")).to_have_text("4")
+    page.get_by_text("The frozen request body").click()
+    frozen = json.loads(page.locator("#frozen-body").inner_text())
+    assert frozen == {
+        "purpose": "summarize_invoice", "providers": ["local"], "candidates": 2,
+        "invoice_ids": sorted([studio.invoice_id("INV-1001"), studio.invoice_id("INV-1002")]),
+        "request_id": request_id,
+    }
+
+    posts = lease_posts(page)
+    lease_id = submit_and_open_lease(page)
+    assert posts == [frozen]
+    polls = lease_polls(page, lease_id)
+
+    progress = page.get_by_role("progressbar")
+    expect(progress).to_have_attribute("max", "4")
+    expect(page.locator("[data-countdown]")).to_have_text(re.compile(r"^\d+ s left$"))
+    # Candidates appear while the lease is still open, before all four are done.
+    expect(page.locator("#lease-status")).to_contain_text(re.compile(r"[123] / 4 done"))
+    expect(page.locator("#lease-status")).to_have_attribute("data-status", "open")
+
+    # Choose the second candidate for INV-1001 from the keyboard while polling goes on.
+    first_invoice = page.get_by_role("group", name=re.compile("INV-1001"))
+    radios = first_invoice.get_by_role("radio")
+    expect(radios).to_have_count(2)
+    radios.nth(0).focus()
+    page.keyboard.press("ArrowDown")
+    chosen_id = radios.nth(1).get_attribute("value")
+    expect(radios.nth(1)).to_be_checked()
+    seen = polls()
+    expect(page.locator("#lease-status")).to_have_attribute("data-status", "proposed")
+    wait_until(page, lambda: polls() > seen + 1)
+    expect(radios.nth(1)).to_be_checked()
+    expect(radios.nth(1)).to_be_focused()
+    expect(page.get_by_role("progressbar")).to_have_attribute("value", "4")
+    expect(page.locator("#lease-announcer")).to_contain_text("Proposals are ready")
+
+    page.locator("#apply").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#lease-status")).to_contain_text("Applied.")
+    expect(page.locator("#lease-announcer")).to_contain_text("Applied.")
+    stopped_at = polls()
+    page.wait_for_timeout(2500)
+    assert polls() == stopped_at, "polling went on after the lease was final"
+
+    lease = studio.lease(lease_id)
+    assert lease["status"] == "applied"
+    chosen = {row["invoice_id"]: row["summary"] for row in rows(
+        studio.db_path, "SELECT invoice_id, summary FROM proposals WHERE applied_at IS NOT NULL"
+        " AND lease_id = ?", lease_id)}
+    assert chosen[studio.invoice_id("INV-1001")] == scalar(
+        studio.db_path, "SELECT summary FROM proposals WHERE id = ?", chosen_id)
+    assert studio.summary("INV-1001") == chosen[studio.invoice_id("INV-1001")] != ""
+    assert studio.summary("INV-1002") == chosen[studio.invoice_id("INV-1002")] != ""
+
+    page.goto(f"{studio.url}/invoices/{studio.invoice_id('INV-1001')}")
+    expect(page.locator("#summary")).to_have_text(studio.summary("INV-1001"))
+    page.goto(studio.url + "/invoices")
+    expect(page.get_by_role("row").filter(has_text="INV-1001")).to_contain_text("Summarized")
+
+
+def test_reloading_keeps_the_review_step_and_a_new_step_mints_a_new_id(
+        page: Page, studio: Studio) -> None:
+    sign_in(page, studio.url)
+    page.goto(f"{studio.url}/invoices/{studio.invoice_id('INV-1003')}")
+    page.get_by_role("button", name="Summarize").click()
+    expect(page.locator("#submit")).to_be_enabled()
+    request_id = page.locator("#request-id").inner_text()
+    body = page.locator("#frozen-body").text_content()
+
+    page.reload()
+    expect(page.locator("#request-id")).to_have_text(request_id)
+    expect(page.locator("#frozen-body")).to_have_text(body)
+
+    page.goto(f"{studio.url}/invoices/{studio.invoice_id('INV-1003')}")
+    page.get_by_role("button", name="Summarize").click()
+    expect(page.locator("#submit")).to_be_enabled()
+    assert page.locator("#request-id").inner_text() not in (request_id, "minting…")
+
+
+def test_lost_reply_is_submitted_again_with_the_same_id_and_makes_one_lease(
+        page: Page, studio: Studio) -> None:
+    sign_in(page, studio.url)
+    request_id = open_review(page, studio, "INV-1003")
+    leases_before = studio.lease_count()
+    posts = lease_posts(page)
+    dropped: list[int] = []
+
+    def drop_first_reply(route: Route) -> None:
+        if dropped:
+            route.continue_()
+            return
+        dropped.append(route.fetch().status)  # the server did the work; the reply is lost
+        route.abort("connectionreset")
+
+    page.route("**/leases", drop_first_reply)
+    submit = page.locator("#submit")
+    submit.click()
+    expect(page.locator("#submit-status")).to_contain_text("No reply - submit again; it is safe")
+    expect(submit).to_be_enabled()
+    expect(submit).to_have_text("Submit again")
+    assert dropped == [201]
+    assert studio.lease_count() == leases_before + 1
+
+    with page.expect_response("**/leases") as resent:
+        submit.click()
+    assert resent.value.status == 200
+    page.wait_for_url("**/leases/*")
+
+    assert len(posts) == 2 and posts[0] == posts[1] and posts[0]["request_id"] == request_id
+    assert studio.lease_count() == leases_before + 1
+    bindings = rows(studio.db_path, "SELECT lease_id FROM request_bindings WHERE request_id = ?",
+                    request_id)
+    assert [row["lease_id"] for row in bindings] == [page.url.rsplit("/", 1)[1]]
+
+
+def test_cancel_ends_the_lease_and_writes_nothing(page: Page, studio: Studio) -> None:
+    sign_in(page, studio.url)
+    open_review(page, studio, "INV-1004")
+    lease_id = submit_and_open_lease(page)
+    polls = lease_polls(page, lease_id)
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.locator("#lease-status")).to_contain_text("Cancelled. Nothing was written.")
+    expect(page.get_by_role("button", name="Apply")).to_have_count(0)
+    stopped_at = polls()
+    page.wait_for_timeout(1500)
+    assert polls() == stopped_at
+    assert studio.lease(lease_id)["status"] == "rejected"
+    assert studio.summary("INV-1004") == ""
+
+
+def test_request_id_conflict_shows_its_message(page: Page, studio: Studio) -> None:
+    sign_in(page, studio.url)
+    request_id = open_review(page, studio, "INV-1003")
+    # The same id was already used, by this actor, for different input.
+    api_lease(studio, "INV-1004", request_id)
+    leases_before = studio.lease_count()
+
+    page.get_by_role("button", name="Submit").click()
+    expect(page.locator("#submit-status")).to_have_text(
+        "The request ID already belongs to different input.")
+    expect(page).to_have_url(re.compile(r"/review\?"))
+    assert studio.lease_count() == leases_before
+    assert scalar(studio.db_path, "SELECT COUNT(*) FROM request_bindings WHERE request_id = ?",
+                  request_id) == 1
+
+
+def test_another_actors_lease_and_invoice_are_404_pages(page: Page, studio: Studio) -> None:
+    lease_id = api_lease(studio, "INV-1002", "ada-private")
+    sign_in(page, studio.url, BEN)
+    reply = page.goto(f"{studio.url}/leases/{lease_id}")
+    assert reply is not None and reply.status == 404
+    expect(page.get_by_role("heading", name="Not found")).to_be_visible()
+    expect(page.locator(".message")).to_have_text("That request does not exist or is not yours.")
+    reply = page.goto(f"{studio.url}/invoices/{studio.invoice_id('INV-1001')}")
+    assert reply is not None and reply.status == 404
+    expect(page.locator(".message")).to_have_text("That invoice does not exist or is not yours.")
+
+
+def test_refusals_of_the_review_step_show_their_messages(page: Page, studio: Studio) -> None:
+    sign_in(page, studio.url)
+    reply = page.goto(review_url(studio, "INV-1001", candidates=9))
+    assert reply is not None and reply.status == 422
+    expect(page.locator(".message")).to_have_text("Candidates must be a whole number from 1 to 5.")
+    reply = page.goto(review_url(studio, "INV-1001", provider="nobody"))
+    assert reply is not None and reply.status == 422
+    expect(page.locator(".message")).to_contain_text("Providers must be among")
+
+    page.goto(studio.url + "/invoices")
+    page.get_by_role("button", name="Summarize selected").click()
+    expect(page.locator(".message")).to_have_text("Name at least one invoice (invoice_ids).")
+
+
+def test_signed_out_browser_signs_in_and_returns_where_it_was_going(
+        page: Page, studio: Studio) -> None:
+    wanted = review_url(studio, "INV-1002", candidates=3)
+    page.goto(wanted)
+    expect(page).to_have_url(re.compile(r"/login\?next="))
+    page.get_by_label("Email").fill(ADA)
+    page.get_by_label("Password").fill("studio-demo")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page).to_have_url(wanted)
+    expect(page.locator("#task-count")).to_have_text("3")
+
+
+def test_pages_fit_a_phone(page: Page, studio: Studio) -> None:
+    page.set_viewport_size({"width": 360, "height": 740})
+    lease_id = api_lease(studio, "INV-1004", "phone-width")
+    sign_in(page, studio.url)
+    for path in ("/invoices", f"/invoices/{studio.invoice_id('INV-1004')}",
+                 review_url(studio, "INV-1001", "INV-1002", "INV-1003").removeprefix(studio.url),
+                 f"/leases/{lease_id}", "/login"):
+        page.goto(studio.url + path)
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"{path} is {overflow}px wider than a phone"
+
+
+def test_one_path_answers_a_page_a_fragment_or_json(studio: Studio) -> None:
+    lease_id = api_lease(studio, "INV-1001", "negotiation")
+    client = api_sign_in(studio.url)
+    cookies = dict(client.cookies)
+    client.close()
+    path = f"{studio.url}/leases/{lease_id}"
+    fragment = httpx.get(path, cookies=cookies, headers={"HX-Request": "true"})
+    page = httpx.get(path, cookies=cookies)
+    data = httpx.get(path, cookies=cookies, headers={"Accept": "application/json"})
+    assert "HX-Request" in fragment.headers["vary"] and "HX-Request" in page.headers["vary"]
+    assert 'id="lease-status"' in fragment.text and "<html" not in fragment.text
+    assert "<html" in page.text and 'id="lease-status"' in page.text
+    assert data.json()["lease_id"] == lease_id

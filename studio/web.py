@@ -145,8 +145,10 @@ async def read_body(request: Request) -> dict[str, Any]:
         request.scope["studio.json_body"] = True
         try:
             body = json.loads(text)
-        except (ValueError, RecursionError):
+        except ValueError:
             raise Refusal("invalid_body", "The body is not valid JSON.") from None
+        except RecursionError:
+            raise Refusal("invalid_body", "The body nests too deeply.") from None
         if not isinstance(body, dict):
             raise Refusal("invalid_body", "The body must be a JSON object.")
         return body

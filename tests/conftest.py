@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import socket
 import sqlite3
 import subprocess
@@ -20,7 +21,8 @@ import pytest
 
 from app import create_app
 from studio.config import Settings
-from studio.demo import DEMO_PASSWORD
+from studio.db import in_transaction, prepare
+from studio.demo import DEMO_PASSWORD, seed_demo
 
 ROOT = Path(__file__).resolve().parent.parent
 ADA, BEN = "ada@example.com", "ben@example.com"
@@ -31,9 +33,25 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(scope="session")
+def seeded_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A demo database made once per run: argon2 hashing is slow on purpose."""
+    path = tmp_path_factory.mktemp("template") / "studio.db"
+    prepare(path)
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        in_transaction(db, seed_demo)
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.close()
+    return path
+
+
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return Settings(db_path=tmp_path / "studio.db", secret_key="test-secret", demo=True)
+def settings(tmp_path: Path, seeded_template: Path) -> Settings:
+    db_path = tmp_path / "studio.db"
+    shutil.copyfile(seeded_template, db_path)
+    return Settings(db_path=db_path, secret_key="test-secret", demo=True)
 
 
 def rows(db_path: Path, sql: str, *params: Any) -> list[sqlite3.Row]:

@@ -183,7 +183,8 @@ async def test_ten_thousand_generated_requests_never_500_and_refusals_change_not
         ben_id = (await ben.post("/login", json={"email": BEN, "password": DEMO_PASSWORD})
                   ).json()["actor_id"]
         names = {
-            "@invoice-own2@": own_second, "@invoice-own@": own_invoice, "@invoice-ben@": ben_invoice,
+            "@invoice-own2@": own_second, "@invoice-own@": own_invoice,
+            "@invoice-ben@": ben_invoice,
             "@lease-own@": own_lease, "@lease-ben@": ben_lease,
             "@proposal-own@": str(uuid.uuid4()), "@proposal-ben@": str(uuid.uuid4()),
             "@actor-ben@": ben_id,

@@ -86,7 +86,8 @@ class LeaseMachine(RuleBasedStateMachine):
         return in_transaction(self.db, unit, *args)
 
     def _status(self) -> str:
-        return self.db.execute("SELECT status FROM leases WHERE id = ?", (self.lease,)).fetchone()[0]
+        row = self.db.execute("SELECT status FROM leases WHERE id = ?", (self.lease,)).fetchone()
+        return row[0]
 
     # --- what workers do ------------------------------------------------------------------
 

@@ -90,7 +90,7 @@ def parse_intent(body: dict[str, Any], providers: Providers, max_tasks: int) -> 
     purpose = purpose_named(body.get("purpose"))
     invoice_ids = _id_list(body, "invoice_ids", "invoice_id")
     if not invoice_ids:
-        raise Refusal("invalid_body", "Name at least one invoice (invoice_ids).")
+        raise Refusal("invalid_body", "Choose at least one invoice.")
     asked = _id_list(body, "providers", "provider")
     if asked is None:
         asked = [AUTO]

@@ -137,7 +137,10 @@ async def read_body(request: Request) -> dict[str, Any]:
         raw += chunk
         if len(raw) > MAX_BODY_BYTES:
             raise Refusal("body_too_large")
-    text = raw.decode("utf-8", errors="replace").strip()
+    try:
+        text = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise Refusal("invalid_body", "The body is not valid UTF-8 text.") from None
     if not text:
         return {}
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -151,6 +154,10 @@ async def read_body(request: Request) -> dict[str, Any]:
             raise Refusal("invalid_body", "The body nests too deeply.") from None
         if not isinstance(body, dict):
             raise Refusal("invalid_body", "The body must be a JSON object.")
+        try:
+            json.dumps(body, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate escape cannot be stored as text
+            raise Refusal("invalid_body", "The body holds text that is not valid Unicode.") from None
         return body
     if content_type in ("", "application/x-www-form-urlencoded"):
         fields = parse_qs(text, keep_blank_values=True)

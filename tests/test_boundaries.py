@@ -38,6 +38,9 @@ async def test_a_form_sign_in_redirects_back_where_it_was_going(studio):
 
 async def test_wrong_password_and_unknown_email_are_the_same_401(studio):
     client = studio.client()
+    odd = await client.post("/login", content=b'{"email": "\\udc80@x", "password": "p"}',
+                            headers={"Content-Type": "application/json"})
+    assert odd.status_code == 422
     wrong = await client.post("/login", json={"email": ADA, "password": "nope"})
     nobody = await client.post("/login", json={"email": "x@example.com", "password": "nope"})
     assert wrong.status_code == nobody.status_code == 401
@@ -127,6 +130,10 @@ BAD_BODIES = [
     ("huge string", b'{"request_id": "' + b"x" * 70_000 + b'"}', "application/json", 413,
      "body_too_large"),
     ("multipart", b"--x\r\n", "multipart/form-data; boundary=x", 422, "invalid_body"),
+    ("lone surrogate", b'{"request_id": "\\ud800"}', "application/json", 422, "invalid_body"),
+    ("huge number", b'{"request_id": "r", "candidates": ' + b"9" * 5000 + b"}",
+     "application/json", 422, "invalid_body"),
+    ("not utf-8", b'{"request_id": "\xff\xfe"}', "application/json", 422, "invalid_body"),
 ]
 
 

@@ -103,10 +103,11 @@ def test_a_killed_worker_loses_no_task_and_no_task_is_saved_twice(tmp_path):
 
 
 def test_a_working_worker_keeps_its_claim_alive(tmp_path):
-    """A slow but living worker is not robbed: its claim is renewed while it works."""
+    """A slow but living worker is not robbed: its claim is renewed while it works, though a
+    free slot would take over any claim that timed out."""
     db_path = tmp_path / "studio.db"
     server = start_server(db_path, "--demo", STUDIO_PROVIDER_DELAY_S="3",
-                          STUDIO_CLAIM_SECONDS="0.6", STUDIO_WORKER_SLOTS="1")
+                          STUDIO_CLAIM_SECONDS="0.6", STUDIO_WORKER_SLOTS="2")
     try:
         with closing(sign_in(server.url)) as client:
             lease_id = client.post("/leases", json=lease_body(invoice_ids(db_path)[:1])).json()[

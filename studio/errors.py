@@ -11,7 +11,8 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "lease_not_found": (404, "That request does not exist or is not yours."),
     "method_not_allowed": (405, "This address does not accept that method."),
     "request_id_conflict": (409, "The request ID already belongs to different input."),
-    "lease_expired": (409, "The deadline passed: nothing was written. Ask again for new proposals."),
+    "lease_expired": (
+        409, "The deadline passed: nothing was written. Ask again for new proposals."),
     "lease_open": (409, "The proposals are still being written; wait for them before applying."),
     "lease_applied": (409, "These proposals were already applied."),
     "lease_rejected": (409, "This request was cancelled; nothing can be applied from it."),
@@ -22,7 +23,8 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "invalid_request_id": (422, "The request ID must be 1 to 100 characters."),
     "purpose_not_allowed": (422, "That purpose is not one the studio offers."),
     "unknown_provider": (422, "That provider is not one the studio knows."),
-    "too_many_tasks": (422, "That request would make too many tasks; choose fewer invoices, providers or candidates."),
+    "too_many_tasks": (
+        422, "That request makes too many tasks; choose fewer invoices, providers or candidates."),
     "invalid_choice": (422, "A chosen proposal does not belong to that invoice in this request."),
     "database_busy": (503, "The studio is busy; try again in a moment."),
 }

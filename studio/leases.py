@@ -86,7 +86,9 @@ def record_proposal(
         (task_id, claim, actor_id, now),
     ).rowcount
     if not finished:
-        lease = db.execute("SELECT status, deadline_at FROM leases WHERE id = ?", (lease_id,)).fetchone()
+        lease = db.execute(
+            "SELECT status, deadline_at FROM leases WHERE id = ?", (lease_id,)
+        ).fetchone()
         detail = f"task {task_id}: lease {lease['status']}"
         if lease["status"] == "open" and lease["deadline_at"] <= now:
             detail = f"task {task_id}: deadline passed"

@@ -157,7 +157,8 @@ async def read_body(request: Request) -> dict[str, Any]:
         try:
             json.dumps(body, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate escape cannot be stored as text
-            raise Refusal("invalid_body", "The body holds text that is not valid Unicode.") from None
+            raise Refusal("invalid_body", "The body holds text that is not valid Unicode.") \
+                from None
         return body
     if content_type in ("", "application/x-www-form-urlencoded"):
         fields = parse_qs(text, keep_blank_values=True)

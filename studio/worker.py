@@ -41,7 +41,9 @@ class Claimed:
     has_proposal: bool
 
 
-def claim_task(db: sqlite3.Connection, claim: str, claim_seconds: float, now: float) -> Claimed | None:
+def claim_task(
+    db: sqlite3.Connection, claim: str, claim_seconds: float, now: float
+) -> Claimed | None:
     """Take the oldest waiting task of an open lease, or one whose claim timed out
     (invariant 5). The lease must be open with its deadline ahead: the generation-time check."""
     row = db.execute(

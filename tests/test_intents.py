@@ -105,7 +105,7 @@ async def test_32_concurrent_submissions_of_one_id_make_one_lease(studio):
 
 
 async def test_forged_actor_id_in_the_body_is_ignored(studio):
-    ada, ben = await studio.signed_in(), await studio.signed_in(BEN)
+    ada = await studio.signed_in()
     ben_id = rows(studio.settings.db_path, "SELECT id FROM actors WHERE email = ?", BEN)[0][0]
     own = await ada.post("/leases", json=lease_body(studio.invoice_ids()[:1], actor_id=ben_id))
     assert own.status_code == 201

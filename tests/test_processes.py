@@ -7,8 +7,8 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import closing
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from pathlib import Path
 
 import httpx

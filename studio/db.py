@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -139,11 +140,17 @@ def prepare(path: Path) -> None:
         db.close()
 
 
-def in_transaction(db: sqlite3.Connection, unit: Unit[T], *args: Any) -> T:
+def clock(now: float | None) -> float:
+    """The time a unit acts at: read inside its transaction, after the write lock is held,
+    so a wait for the lock can never make a deadline check stale. Tests may pass their own."""
+    return time.time() if now is None else now
+
+
+def in_transaction(db: sqlite3.Connection, unit: Unit[T], *args: Any, **kwargs: Any) -> T:
     """Run `unit(db, *args)` inside BEGIN IMMEDIATE: all of it commits, or none of it."""
     db.execute("BEGIN IMMEDIATE")
     try:
-        result = unit(db, *args)
+        result = unit(db, *args, **kwargs)
         db.execute("COMMIT")
     except BaseException:
         if db.in_transaction:
@@ -186,13 +193,15 @@ class Database:
                 await connection.close()
         self._writer, self._readers = None, []
 
-    async def write(self, unit: Unit[T], *args: Any) -> T:
+    async def write(self, unit: Unit[T], *args: Any, **kwargs: Any) -> T:
         """Run one write transaction as one unit on the writer's thread."""
         assert self._writer is not None, "the database is not open"
         # aiosqlite's public calls are one statement per hop; _execute runs a whole function
         # on the connection's thread, so a transaction cannot interleave or be left half-open
         # by a cancelled request.
-        return await self._writer._execute(in_transaction, self._writer._conn, unit, *args)
+        return await self._writer._execute(
+            in_transaction, self._writer._conn, unit, *args, **kwargs
+        )
 
     async def read(self, unit: Unit[T], *args: Any) -> T:
         """Run one read-only unit on a reader's thread, as one snapshot."""

@@ -6,13 +6,12 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from studio.auth import Actor
-from studio.db import Database
+from studio.db import Database, clock
 from studio.errors import Refusal
 from studio.leases import record_event, timestamp
 from studio.providers import AUTO, Providers
@@ -100,7 +99,8 @@ def parse_intent(body: dict[str, Any], providers: Providers, max_tasks: int) -> 
     if any(name not in known for name in asked):
         raise Refusal("unknown_provider", f"Providers must be among: {', '.join(known)}.")
     candidates = body.get("candidates", 1)
-    if isinstance(candidates, str) and candidates.isdigit() and len(candidates) < 3:
+    if isinstance(candidates, str) and candidates.isascii() and candidates.isdigit() \
+            and len(candidates) < 3:
         candidates = int(candidates)  # a form field is text
     if type(candidates) is not int or not 1 <= candidates <= MAX_CANDIDATES:
         raise Refusal(
@@ -182,13 +182,17 @@ def create_lease(
     request: LeaseRequest,
     plan: Plan,
     lease_seconds: float,
-    now: float,
+    now: float | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """Commit the request binding, the lease and its complete task tree together
     (invariant 1); the binding is checked again here, under BEGIN IMMEDIATE."""
+    now = clock(now)
     receipt = _bound(db, actor.id, request)
     if receipt is not None:
         return receipt, False
+    # A sign-out that committed while this request was planning leaves no lease behind.
+    if db.execute("SELECT 1 FROM sessions WHERE id = ?", (actor.session_id,)).fetchone() is None:
+        raise Refusal("not_signed_in")
     intent = request.intent
     if not _owns_all(db, actor.id, intent.invoice_ids):
         raise Refusal("invoice_not_found")
@@ -230,4 +234,4 @@ async def submit(
     if receipt is not None:
         return receipt, False
     plan = plan_tasks(request.intent, await providers.resolve(list(request.intent.providers)))
-    return await db.write(create_lease, actor, request, plan, lease_seconds, time.time())
+    return await db.write(create_lease, actor, request, plan, lease_seconds)

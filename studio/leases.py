@@ -16,13 +16,12 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-import time
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 from studio.auth import Actor
-from studio.db import Database
+from studio.db import Database, clock
 from studio.errors import Refusal
 from studio.purposes import PURPOSES
 
@@ -51,7 +50,8 @@ def record_event(db: sqlite3.Connection, lease_id: str, kind: str, detail: str, 
 
 
 def record_proposal(
-    db: sqlite3.Connection, task_id: str, claim: str, actor_id: str, text: str, now: float
+    db: sqlite3.Connection, task_id: str, claim: str, actor_id: str, text: str,
+    now: float | None = None,
 ) -> bool:
     """Save one task's proposal, only while its lease is open, its actor unchanged, its
     deadline ahead and the task still held by this attempt (invariant 3).
@@ -59,6 +59,7 @@ def record_proposal(
     A task that already has a proposal keeps it (invariant 5). Anything else is a late
     completion: an event and a log line, never a write. Returns whether the proposal counts.
     """
+    now = clock(now)
     task = db.execute("SELECT lease_id FROM tasks WHERE id = ?", (task_id,)).fetchone()
     if task is None:
         return False
@@ -104,8 +105,9 @@ def record_proposal(
 
 
 def fail_task(db: sqlite3.Connection, task_id: str, claim: str, error: str, retry: bool,
-              now: float) -> None:
+              now: float | None = None) -> None:
     """Record a provider error: put the task back for another attempt, or mark it failed."""
+    now = clock(now)
     status = "pending" if retry else "failed"
     changed = db.execute(
         "UPDATE tasks SET status = ?, claim = NULL, claim_expires_at = NULL, error = ?"
@@ -152,8 +154,9 @@ def settle(db: sqlite3.Connection, lease_id: str, now: float) -> None:
 # --- endings: deadline, sign-out, cancel, apply ----------------------------------------------
 
 
-def expire_due(db: sqlite3.Connection, now: float) -> int:
+def expire_due(db: sqlite3.Connection, now: float | None = None) -> int:
     """Expire every live lease whose deadline has passed; the deadline wins a silent client."""
+    now = clock(now)
     due = [
         row[0]
         for row in db.execute(
@@ -181,8 +184,9 @@ def any_due(db: sqlite3.Connection, now: float) -> bool:
     ).fetchone() is not None
 
 
-def end_session(db: sqlite3.Connection, session_id: str, now: float) -> int:
+def end_session(db: sqlite3.Connection, session_id: str, now: float | None = None) -> int:
     """Sign-out: delete the session and expire the live leases it opened (invariant 6)."""
+    now = clock(now)
     db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
     ended = [
         row[0]
@@ -219,9 +223,11 @@ def _expire_if_due(db: sqlite3.Connection, lease: sqlite3.Row, now: float) -> bo
     return True
 
 
-def cancel(db: sqlite3.Connection, lease_id: str, actor_id: str, now: float) -> str:
+def cancel(db: sqlite3.Connection, lease_id: str, actor_id: str,
+           now: float | None = None) -> str:
     """Reject a live lease; a lease past its deadline is expired instead, in this transaction.
     Returns the outcome code: `rejected` or the refusal to raise after commit."""
+    now = clock(now)
     lease = _own_lease(db, lease_id, actor_id)
     if lease is None:
         return "lease_not_found"
@@ -239,11 +245,13 @@ def cancel(db: sqlite3.Connection, lease_id: str, actor_id: str, now: float) -> 
 
 
 def apply(
-    db: sqlite3.Connection, lease_id: str, actor_id: str, choices: dict[str, str], now: float
+    db: sqlite3.Connection, lease_id: str, actor_id: str, choices: dict[str, str],
+    now: float | None = None,
 ) -> str:
     """The person's decision, in one transaction (invariant 4): 404 unless the actor's,
     409 unless proposed, 409 `lease_expired` past the deadline (expiring it here), and each
     invoice write also requires `owner_id = actor`. Returns `applied` or a refusal code."""
+    now = clock(now)
     lease = _own_lease(db, lease_id, actor_id)
     if lease is None:
         return "lease_not_found"
@@ -289,21 +297,21 @@ def apply(
 
 
 async def apply_lease(db: Database, actor: Actor, lease_id: str, choices: dict[str, str]) -> dict:
-    outcome = await db.write(apply, lease_id, actor.id, choices, time.time())
+    outcome = await db.write(apply, lease_id, actor.id, choices)
     if outcome != "applied":
         raise Refusal(outcome)
     return {"status": "applied", "lease_id": lease_id}
 
 
 async def cancel_lease(db: Database, actor: Actor, lease_id: str) -> dict:
-    outcome = await db.write(cancel, lease_id, actor.id, time.time())
+    outcome = await db.write(cancel, lease_id, actor.id)
     if outcome != "rejected":
         raise Refusal(outcome)
     return {"status": "rejected", "lease_id": lease_id}
 
 
 async def expire_session(db: Database, session_id: str) -> int:
-    return await db.write(end_session, session_id, time.time())
+    return await db.write(end_session, session_id)
 
 
 # --- reading ---------------------------------------------------------------------------------

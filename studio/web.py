@@ -130,7 +130,7 @@ async def on_database_error(request: Request, exc: Exception) -> Response:
 async def read_body(request: Request) -> dict[str, Any]:
     """The body as a dict, from JSON or a url-encoded form, at most 64 KiB."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+    if declared.isascii() and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise Refusal("body_too_large")
     raw = b""
     async for chunk in request.stream():

@@ -4,6 +4,7 @@ deadline sweeper that ends leases nobody is watching."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import socket
@@ -15,7 +16,7 @@ from typing import Any
 
 from studio import leases
 from studio.config import Settings
-from studio.db import Database
+from studio.db import Database, clock
 from studio.providers import Providers
 from studio.purposes import PURPOSES, invoice_fields
 
@@ -42,10 +43,14 @@ class Claimed:
 
 
 def claim_task(
-    db: sqlite3.Connection, claim: str, claim_seconds: float, now: float
+    db: sqlite3.Connection, claim: str, claim_seconds: float, now: float | None = None,
+    providers: list[str] | None = None,
 ) -> Claimed | None:
     """Take the oldest waiting task of an open lease, or one whose claim timed out
-    (invariant 5). The lease must be open with its deadline ahead: the generation-time check."""
+    (invariant 5). The lease must be open with its deadline ahead: the generation-time check.
+    A worker only takes tasks for `providers` it has, so it never robs one that can run them."""
+    now = clock(now)
+    known = None if providers is None else json.dumps(providers)
     row = db.execute(
         """
         UPDATE tasks SET status = 'running', claim = ?, claim_expires_at = ?,
@@ -55,10 +60,11 @@ def claim_task(
              WHERE leases.status = 'open' AND leases.deadline_at > ?
                AND (tasks.status = 'pending'
                     OR (tasks.status = 'running' AND tasks.claim_expires_at <= ?))
+               AND (? IS NULL OR tasks.provider IN (SELECT value FROM json_each(?)))
              ORDER BY leases.created_at, tasks.position LIMIT 1)
         RETURNING id, lease_id, invoice_id, provider, candidate, attempts
         """,
-        (claim, now + claim_seconds, now, now),
+        (claim, now + claim_seconds, now, now, known, known),
     ).fetchone()
     if row is None:
         return None
@@ -69,19 +75,35 @@ def claim_task(
     has_proposal = db.execute(
         "SELECT 1 FROM proposals WHERE task_id = ?", (row["id"],)
     ).fetchone() is not None
+    try:
+        fields = invoice_fields(invoice)
+    except (ValueError, TypeError, KeyError) as error:
+        # An unreadable invoice fails its own task instead of blocking the queue forever.
+        leases.fail_task(db, row["id"], claim, f"unreadable invoice: {error}", False, now)
+        return None
     return Claimed(
         task_id=row["id"], claim=claim, lease_id=row["lease_id"], actor_id=lease["actor_id"],
         purpose=lease["purpose"], provider=row["provider"], candidate=row["candidate"],
         attempts=row["attempts"], deadline_at=lease["deadline_at"],
-        invoice=invoice_fields(invoice), has_proposal=has_proposal,
+        invoice=fields, has_proposal=has_proposal,
     )
 
 
-def keep_claims(db: sqlite3.Connection, claims: list[str], expires_at: float) -> None:
+def keep_claims(db: sqlite3.Connection, claims: list[str], claim_seconds: float) -> None:
     """A working worker keeps its claims alive."""
+    expires_at = clock(None) + claim_seconds
     db.executemany(
         "UPDATE tasks SET claim_expires_at = ? WHERE claim = ? AND status = 'running'",
         [(expires_at, claim) for claim in claims],
+    )
+
+
+def release_claims(db: sqlite3.Connection, claims: list[str]) -> None:
+    """A worker shutting down hands its unfinished tasks straight back, without a timeout."""
+    db.executemany(
+        "UPDATE tasks SET status = 'pending', claim = NULL, claim_expires_at = NULL"
+        " WHERE claim = ? AND status = 'running'",
+        [(claim,) for claim in claims],
     )
 
 
@@ -116,9 +138,13 @@ class Worker:
                 self._running.add(job)
                 job.add_done_callback(self._running.discard)
         finally:
+            held = list(self._held)
             keeper.cancel()
             for job in list(self._running):
                 job.cancel()
+            await asyncio.gather(keeper, *self._running, return_exceptions=True)
+            if held:
+                await self.db.write(release_claims, held)
 
     async def _idle(self) -> None:
         try:
@@ -129,7 +155,9 @@ class Worker:
 
     async def claim(self) -> Claimed | None:
         claim = f"{self.name}:{uuid.uuid4().hex}"
-        task = await self.db.write(claim_task, claim, self.settings.claim_seconds, time.time())
+        task = await self.db.write(
+            claim_task, claim, self.settings.claim_seconds, providers=sorted(self.providers.known)
+        )
         if task is not None:
             self._held.add(claim)
         return task
@@ -159,12 +187,12 @@ class Worker:
         if task.has_proposal:
             # An earlier attempt saved this task's proposal: finish with it, no second call.
             await self.db.write(
-                leases.record_proposal, task.task_id, task.claim, task.actor_id, "", time.time()
+                leases.record_proposal, task.task_id, task.claim, task.actor_id, ""
             )
             return
         time_left = task.deadline_at - time.time()
-        provider = self.providers.get(task.provider)
         try:
+            provider = self.providers.get(task.provider)
             text = await asyncio.wait_for(
                 provider.complete(
                     PURPOSES[task.purpose], task.invoice, task.actor_id,
@@ -174,16 +202,17 @@ class Worker:
             )
             if not isinstance(text, str) or not text.strip():
                 raise ValueError("the provider returned no text")
-        except Exception as error:  # any provider failure is the task's, not the worker's
+        except (Exception, asyncio.CancelledError) as error:
+            current = asyncio.current_task()
+            if isinstance(error, asyncio.CancelledError) and current and current.cancelling():
+                raise  # this worker is stopping; its claims are released on the way out
+            # Any provider failure is the task's, not the worker's.
             retry = task.attempts < MAX_ATTEMPTS and task.deadline_at > time.time()
             reason = f"{type(error).__name__}: {error}".strip()
-            await self.db.write(
-                leases.fail_task, task.task_id, task.claim, reason, retry, time.time()
-            )
+            await self.db.write(leases.fail_task, task.task_id, task.claim, reason, retry)
             return
         await self.db.write(
-            leases.record_proposal, task.task_id, task.claim, task.actor_id, text.strip(),
-            time.time(),
+            leases.record_proposal, task.task_id, task.claim, task.actor_id, text.strip()
         )
 
     async def _keep_claims_alive(self) -> None:
@@ -192,9 +221,7 @@ class Worker:
             await asyncio.sleep(every)
             if self._held:
                 try:
-                    await self.db.write(
-                        keep_claims, list(self._held), time.time() + self.settings.claim_seconds
-                    )
+                    await self.db.write(keep_claims, list(self._held), self.settings.claim_seconds)
                 except Exception:
                     log.exception("could not keep claims alive")
 
@@ -203,9 +230,8 @@ async def sweep(db: Database) -> None:
     """Expire leases whose deadline passed, about every half second."""
     while True:
         try:
-            now = time.time()
-            if await db.read(leases.any_due, now):
-                count = await db.write(leases.expire_due, now)
+            if await db.read(leases.any_due, time.time()):
+                count = await db.write(leases.expire_due)
                 if count:
                     log.info("expired %d lease(s) at their deadline", count)
         except Exception:

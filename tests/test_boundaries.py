@@ -172,6 +172,7 @@ def _bad_lease_bodies(invoice: str, bens: str) -> list[tuple[str, dict, int, str
         ("fractional candidates", {**good, "candidates": 1.5}, 422, "invalid_body"),
         ("boolean candidates", {**good, "candidates": True}, 422, "invalid_body"),
         ("string candidates", {**good, "candidates": "lots"}, 422, "invalid_body"),
+        ("superscript digit", {**good, "candidates": "\u00b2"}, 422, "invalid_body"),
         ("another actor's invoice", {**good, "invoice_ids": [bens]}, 404, "invoice_not_found"),
         ("made-up invoice", {**good, "invoice_ids": [LEASE]}, 404, "invoice_not_found"),
     ]

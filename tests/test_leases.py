@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from typing import Any
 
@@ -327,3 +328,80 @@ async def test_too_many_tasks_is_refused_before_anything_is_written(studio):
     assert refused.status_code == 422 and refused.json()["detail"] == "too_many_tasks"
     assert "610" in refused.json()["message"]
     assert table_counts(studio.settings.db_path) == before
+
+
+async def test_a_sign_out_during_planning_leaves_no_lease(studio):
+    """The session is checked again inside the write transaction, not only at the door."""
+    client = await studio.signed_in()
+    providers = studio.studio.providers
+    planning, finish_planning = asyncio.Event(), asyncio.Event()
+    resolve = providers.resolve
+
+    async def slow_resolve(asked):
+        planning.set()
+        await finish_planning.wait()
+        return await resolve(asked)
+
+    providers.resolve = slow_resolve
+    submitting = asyncio.create_task(client.post("/leases",
+                                                 json=lease_body(studio.invoice_ids()[:1])))
+    await asyncio.wait_for(planning.wait(), 5)
+    other = studio.client()
+    other.cookies.set("studio_session", client.cookies.get("studio_session"))
+    assert (await other.post("/logout")).status_code == 200
+    finish_planning.set()
+    refused = await submitting
+
+    assert refused.status_code == 401 and refused.json()["detail"] == "not_signed_in"
+    db = studio.settings.db_path
+    assert table_counts(db)["leases"] == table_counts(db)["request_bindings"] == 0
+
+
+async def test_apply_waiting_for_the_write_lock_past_the_deadline_writes_nothing(settings):
+    """The deadline is read after the lock is held, so waiting for it cannot make it stale."""
+    async with running(settings.with_changes(sweeper=False)) as studio:
+        client = await studio.signed_in()
+        invoice = studio.invoice_ids()[0]
+        made = await client.post("/leases", json=lease_body([invoice]))
+        lease_id = made.json()["lease_id"]
+        await wait_for_status(client, lease_id, "proposed")
+        execute(settings.db_path, "UPDATE leases SET deadline_at = ? WHERE id = ?",
+                time.time() + 0.4, lease_id)
+        holder = sqlite3.connect(settings.db_path, isolation_level=None, timeout=30)
+        holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock...
+        applying = asyncio.create_task(client.post(f"/leases/{lease_id}/apply"))
+        await asyncio.sleep(0.8)  # ...past the deadline
+        holder.execute("COMMIT")
+        holder.close()
+        refused = await applying
+
+        assert refused.status_code == 409 and refused.json()["detail"] == "lease_expired"
+        assert summary_of(settings.db_path, invoice) == ""
+        ended = rows(settings.db_path, "SELECT ended_at, deadline_at FROM leases")[0]
+        assert ended["ended_at"] >= ended["deadline_at"]
+
+
+class CancellingProvider:
+    name = "local"
+
+    async def complete(self, purpose, invoice, actor_id, *, candidate, timeout) -> str:
+        raise asyncio.CancelledError()
+
+
+async def test_a_provider_that_raises_cancelled_fails_its_task_not_the_worker(settings):
+    async with running(settings, {"local": CancellingProvider()}) as studio:
+        client = await studio.signed_in()
+        made = await client.post("/leases", json=lease_body(studio.invoice_ids()[:1]))
+        lease = await wait_for_status(client, made.json()["lease_id"], "failed")
+        assert lease["progress"]["failed"] == 1
+        assert scalar(settings.db_path, "SELECT attempts FROM tasks") == 3
+
+
+async def test_stopping_the_studio_hands_unfinished_tasks_straight_back(settings):
+    gate = GatedProvider()
+    async with running(settings, {"local": gate}) as studio:
+        await _gated_lease(studio, gate)
+        assert scalar(settings.db_path, "SELECT status FROM tasks") == "running"
+    task = rows(settings.db_path, "SELECT status, claim, attempts FROM tasks")[0]
+    assert tuple(task) == ("pending", None, 1)
+    assert scalar(settings.db_path, "SELECT COUNT(*) FROM proposals") == 0

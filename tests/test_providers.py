@@ -138,3 +138,11 @@ async def test_a_lease_through_openai_never_puts_the_key_or_cookie_in_a_page_or_
             assert KEY not in text and cookie not in text
         for sent in model_server.requests:
             assert KEY not in str(sent["body"]) and cookie not in str(sent["body"])
+
+
+@pytest.mark.anyio
+async def test_a_malformed_remote_setting_makes_auto_fall_back_to_local(settings):
+    for base_url, key in [("http://[::1", ""), ("http://127.0.0.1:9/v1", "caf\u00e9\u2019")]:
+        providers = Providers(settings.with_changes(openai_base_url=base_url,
+                                                    openai_api_key=key))
+        assert await providers.resolve(["auto"]) == ["local"]

@@ -28,7 +28,7 @@ class OpenAIProvider:
             async with httpx.AsyncClient(timeout=timeout) as client:
                 reply = await client.get(f"{self.base_url}/models", headers=self._headers)
             return reply.status_code == 200
-        except httpx.HTTPError:
+        except Exception:  # a bad URL or key is "does not answer", not a failed submission
             return False
 
     async def complete(

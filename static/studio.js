@@ -23,17 +23,27 @@
     return !!nav && (nav.type === "reload" || nav.type === "back_forward");
   }
 
+  // Storage can be off (private modes, policies): then the id lives as long as the page.
+  function storage() {
+    try { return window.sessionStorage; } catch (error) { return null; }
+  }
+
   // One review step keeps its id across reloads; a new step mints a new one.
   function frozenRequest(review) {
     var key = "studio.review:" + location.pathname + location.search;
-    var kept = sessionStorage.getItem(key);
+    var store = storage();
+    var kept = store && store.getItem(key);
     if (kept && isReload()) {
-      return JSON.parse(kept);
+      return Object.freeze(JSON.parse(kept));
     }
     var body = JSON.parse(review.dataset.frozen);
     body.request_id = mintId();
     var frozen = Object.freeze(body);
-    sessionStorage.setItem(key, JSON.stringify(frozen));
+    try {
+      if (store) { store.setItem(key, JSON.stringify(frozen)); }
+    } catch (error) {
+      // Quota full: the id still holds while this page is open.
+    }
     return frozen;
   }
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from studio.demo import DEMO_PASSWORD
 from tests.conftest import ADA, Server, rows, scalar, start_server
@@ -30,16 +30,17 @@ def launch_options(*extra_args: str) -> dict[str, Any]:
     return {"executable_path": str(CHROMIUM), "args": [*CHROMIUM_ARGS, *extra_args]}
 
 
-@pytest.fixture(scope="session")
-def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
-    return {**browser_type_launch_args, **launch_options()}
-
-
-@pytest.fixture(scope="session")
-def base_url() -> None:
-    """Each module's server has its own address; this also replaces pytest-base-url's
-    fixture, whose instance-method form pytest warns about (and warnings are errors)."""
-    return None
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Browser]:
+    """Chromium for one module. Playwright stops with it: its event loop must not outlive the
+    browser tests, or the anyio tests that run after them find a loop already running."""
+    options = launch_options()
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(**options)
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 @pytest.fixture(autouse=True)
@@ -48,13 +49,19 @@ def _short_expect_timeout() -> None:
 
 
 @pytest.fixture
-def page(page: Page) -> Iterator[Page]:
-    """The page, failing the test on any script error or 5xx: nothing fails silently."""
+def page(chromium: Browser) -> Iterator[Page]:
+    """A fresh browser context per test; any script error or 5xx fails the test, so nothing
+    fails silently."""
+    context = chromium.new_context()
+    page = context.new_page()
     problems: list[str] = []
     page.on("pageerror", lambda error: problems.append(f"script error: {error}"))
     page.on("response", lambda reply: problems.append(f"{reply.status} {reply.url}")
             if reply.status >= 500 else None)
-    yield page
+    try:
+        yield page
+    finally:
+        context.close()
     assert not problems, problems
 
 

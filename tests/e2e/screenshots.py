@@ -1,0 +1,58 @@
+"""Screenshots of the real app for the docs: the review step and a lease with candidates.
+
+Run from the repository root: `python -m tests.e2e.screenshots`. Writes docs/review.png and
+docs/lease.png from a fresh demo server in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+from playwright.sync_api import expect, sync_playwright
+
+from tests.conftest import ROOT, scalar, start_server
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, sign_in
+
+DOCS = ROOT / "docs"
+
+
+def main() -> int:
+    if not CHROMIUM.exists():
+        print(f"no Chromium at {CHROMIUM} (set STUDIO_CHROMIUM)", file=sys.stderr)
+        return 1
+    DOCS.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory() as folder:
+        db_path = Path(folder) / "studio.db"
+        server = start_server(db_path, "--demo", STUDIO_PROVIDER_DELAY_S="0.3")
+        try:
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=str(CHROMIUM),
+                                                     args=CHROMIUM_ARGS)
+                page = browser.new_page(viewport={"width": 960, "height": 720})
+                sign_in(page, server.url)
+                ids = [scalar(db_path, "SELECT id FROM invoices WHERE number = ?", number)
+                       for number in ("INV-1001", "INV-1002")]
+                query = "&".join(f"invoice_id={invoice_id}" for invoice_id in ids)
+                page.goto(f"{server.url}/review?purpose=summarize_invoice&{query}"
+                          "&provider=local&candidates=2")
+                expect(page.locator("#submit")).to_be_enabled()
+                page.get_by_text("The frozen request body").click()
+                page.screenshot(path=DOCS / "review.png", full_page=True)
+
+                page.get_by_role("button", name="Submit").click()
+                page.wait_for_url("**/leases/*")
+                expect(page.locator("#lease-status")).to_have_attribute(
+                    "data-status", "proposed", timeout=20_000)
+                page.locator("input[type=radio]").nth(1).check()
+                page.screenshot(path=DOCS / "lease.png", full_page=True)
+                browser.close()
+        finally:
+            server.stop()
+    print(f"wrote {DOCS / 'review.png'} and {DOCS / 'lease.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

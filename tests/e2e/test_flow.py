@@ -257,7 +257,16 @@ def test_signed_out_browser_signs_in_and_returns_where_it_was_going(
     expect(page.locator("#task-count")).to_have_text("3")
 
 
-def test_pages_fit_a_phone(page: Page, studio: Studio) -> None:
+UNLABELLED_CONTROLS = """
+    Array.from(document.querySelectorAll(
+        "input:not([type=hidden]), button, select, textarea, progress"))
+      .filter(el => !(el.labels && el.labels.length) && !el.getAttribute("aria-label")
+                    && !el.textContent.trim())
+      .map(el => el.outerHTML)
+"""
+
+
+def test_pages_fit_a_phone_and_every_control_has_a_label(page: Page, studio: Studio) -> None:
     page.set_viewport_size({"width": 360, "height": 740})
     lease_id = api_lease(studio, "INV-1004", "phone-width")
     sign_in(page, studio.url)
@@ -267,6 +276,7 @@ def test_pages_fit_a_phone(page: Page, studio: Studio) -> None:
         page.goto(studio.url + path)
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0, f"{path} is {overflow}px wider than a phone"
+        assert page.evaluate(UNLABELLED_CONTROLS) == [], path
 
 
 def test_one_path_answers_a_page_a_fragment_or_json(studio: Studio) -> None:

@@ -19,6 +19,7 @@ from studio.browser import CrossOriginGuard
 from studio.config import Settings, from_environment, signing_key
 from studio.db import Database
 from studio.demo import ensure_demo
+from studio.memo import Memo
 from studio.providers import Provider, Providers
 from studio.worker import Worker, sweep
 
@@ -39,7 +40,7 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
         app.state.studio = web.Studio(
             settings=settings, db=db, sessions=Sessions(db, signing_key(settings)),
             providers=known, worker=worker if settings.embedded_worker else None,
-            templates=Jinja2Templates(directory=HERE / "templates"),
+            templates=Jinja2Templates(directory=HERE / "templates"), memo=Memo(db),
         )
         background = []
         if settings.embedded_worker:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 import sqlite3
@@ -42,6 +43,17 @@ class Sessions:
     def __init__(self, db: Database, signing_key: str) -> None:
         self.db = db
         self.cookies = URLSafeSerializer(signing_key, salt="studio-session")
+        # A signature check always gives the same answer for the same cookie: remember good ones.
+        self._session_key = functools.lru_cache(maxsize=4096)(self._verify)
+
+    def _verify(self, cookie: str) -> str:
+        try:
+            token = self.cookies.loads(cookie)
+        except BadSignature:
+            raise Refusal("not_signed_in") from None
+        if not isinstance(token, str):
+            raise Refusal("not_signed_in")
+        return _session_key(token)
 
     async def sign_in(self, email: object, password: object) -> tuple[Actor, str]:
         """The actor and the cookie value for a matching email and password."""
@@ -62,13 +74,7 @@ class Sessions:
         """The signed-in actor named by the cookie; the only source of identity."""
         if not cookie:
             raise Refusal("not_signed_in")
-        try:
-            token = self.cookies.loads(cookie)
-        except BadSignature:
-            raise Refusal("not_signed_in") from None
-        if not isinstance(token, str):
-            raise Refusal("not_signed_in")
-        row = await self.db.read(_actor_by_session, _session_key(token))
+        row = await self.db.read(_actor_by_session, self._session_key(cookie))
         if row is None:
             raise Refusal("not_signed_in")
         return Actor(row["id"], row["email"], row["session_id"])

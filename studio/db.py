@@ -176,6 +176,7 @@ class Database:
         self._writer: aiosqlite.Connection | None = None
         self._readers: list[aiosqlite.Connection] = []
         self._next_reader = itertools.cycle(range(READERS))
+        self._watch: sqlite3.Connection | None = None
 
     async def open(self) -> Database:
         prepare(self.path)
@@ -185,13 +186,17 @@ class Database:
             reader = await aiosqlite.connect(self.path, isolation_level=None)
             await reader._execute(_set_up, reader._conn)
             self._readers.append(reader)
+        # Only ever asked for `PRAGMA data_version`: a counter in shared memory, no I/O.
+        self._watch = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         return self
 
     async def close(self) -> None:
         for connection in [self._writer, *self._readers]:
             if connection is not None:
                 await connection.close()
-        self._writer, self._readers = None, []
+        if self._watch is not None:
+            self._watch.close()
+        self._writer, self._readers, self._watch = None, [], None
 
     async def write(self, unit: Unit[T], *args: Any, **kwargs: Any) -> T:
         """Run one write transaction as one unit on the writer's thread."""
@@ -202,6 +207,11 @@ class Database:
         return await self._writer._execute(
             in_transaction, self._writer._conn, unit, *args, **kwargs
         )
+
+    def version(self) -> int:
+        """A number that changes whenever any other connection commits to the file."""
+        assert self._watch is not None, "the database is not open"
+        return self._watch.execute("PRAGMA data_version").fetchone()[0]
 
     async def read(self, unit: Unit[T], *args: Any) -> T:
         """Run one read-only unit on a reader's thread, as one snapshot."""

@@ -331,7 +331,7 @@ def view(db: sqlite3.Connection, lease_id: str, actor_id: str) -> dict[str, Any]
     for row in db.execute(
         "SELECT invoices.id, invoices.number, invoices.customer, invoices.summary"
         " FROM lease_invoices JOIN invoices ON invoices.id = lease_invoices.invoice_id"
-        " WHERE lease_invoices.lease_id = ? ORDER BY lease_invoices.position",
+        " WHERE lease_invoices.lease_id = ? ORDER BY invoices.number, lease_invoices.position",
         (lease_id,),
     ):
         invoices[row["id"]] = {

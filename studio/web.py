@@ -23,6 +23,7 @@ from studio.auth import SESSION_COOKIE, Actor, Sessions
 from studio.config import Settings
 from studio.db import Database
 from studio.errors import Refusal
+from studio.memo import Memo
 from studio.providers import Providers
 from studio.purposes import PURPOSES
 from studio.worker import Worker
@@ -42,6 +43,7 @@ class Studio:
     providers: Providers
     worker: Worker | None
     templates: Jinja2Templates
+    memo: Memo
 
 
 def studio_of(request: Request) -> Studio:
@@ -137,6 +139,7 @@ async def read_body(request: Request) -> dict[str, Any]:
         raw += chunk
         if len(raw) > MAX_BODY_BYTES:
             raise Refusal("body_too_large")
+    request.scope["studio.raw_body"] = raw
     try:
         text = raw.decode("utf-8").strip()
     except UnicodeDecodeError:
@@ -283,6 +286,7 @@ async def review(request: Request) -> Response:
         asked["candidates"] = query["candidates"]
     intent = intents.parse_intent(asked, studio.providers, studio.settings.max_batch_tasks)
     chosen = await invoices.get_invoices(studio.db, actor, list(intent.invoice_ids))
+    chosen.sort(key=lambda invoice: invoice["number"])
     frozen = intent.normalised()
     data = {"request": frozen, "tasks": intent.task_count}
     context = {
@@ -296,17 +300,29 @@ async def review(request: Request) -> Response:
 
 async def submit_lease(request: Request) -> Response:
     body = await read_body(request)
-    actor = await current_actor(request)
     studio = studio_of(request)
+    kind = answer_kind(request)
+    # A resubmission of the same bytes by the same session, with nothing committed since,
+    # is answered as it was last time.
+    replay_key = ("replay", kind, request.cookies.get(SESSION_COOKIE),
+                  request.scope["studio.raw_body"])
+    version = studio.memo.version()
+    kept = studio.memo.get(replay_key, version)
+    if kept is not None:
+        return kept
+    actor = await current_actor(request)
     lease_request = intents.parse_request(body, studio.providers, studio.settings.max_batch_tasks)
     receipt, created = await intents.submit(
         studio.db, studio.providers, actor, lease_request, studio.settings.lease_seconds
     )
     if created and studio.worker is not None:
         studio.worker.wake.set()
-    kind = answer_kind(request)
     if kind == "json":
-        return JSONResponse(receipt, status_code=201 if created else 200, headers={"Vary": VARY})
+        response = JSONResponse(receipt, status_code=201 if created else 200,
+                                headers={"Vary": VARY})
+        if not created:
+            studio.memo.put(replay_key, version, response)
+        return response
     target = f"/leases/{receipt['lease_id']}"
     if kind == "fragment":
         return Response(status_code=200, headers={"HX-Location": target, "Vary": VARY})
@@ -323,9 +339,21 @@ async def _lease_answer(request: Request, actor: Actor, lease_id: str) -> Respon
 
 
 async def lease_status(request: Request) -> Response:
+    """Polled about once a second by every open tab: answers are remembered per database
+    version, so an unchanged lease costs one version check (see studio/memo.py)."""
     lease_id = path_id(request, "lease_id", "lease_not_found")
+    kind = answer_kind(request)
+    memo = studio_of(request).memo
+    key = ("lease", kind, request.cookies.get(SESSION_COOKIE), lease_id)
+    version = memo.version()
+    kept = memo.get(key, version) if kind != "page" else None
+    if kept is not None:
+        return kept
     actor = await current_actor(request)
-    return await _lease_answer(request, actor, lease_id)
+    response = await _lease_answer(request, actor, lease_id)
+    if kind != "page":
+        memo.put(key, version, response)
+    return response
 
 
 async def apply_lease(request: Request) -> Response:

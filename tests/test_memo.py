@@ -1,0 +1,64 @@
+"""Remembered answers are exactly what reading again would give."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import execute, lease_body, wait_for_status
+
+pytestmark = pytest.mark.anyio
+
+FRAGMENT = {"HX-Request": "true", "Accept": "text/html"}
+
+
+async def test_a_poll_sees_a_commit_made_by_another_process(studio):
+    client = await studio.signed_in()
+    made = await client.post("/leases", json=lease_body(studio.invoice_ids()[:1]))
+    lease_id = made.json()["lease_id"]
+    await wait_for_status(client, lease_id, "proposed")
+    assert (await client.get(f"/leases/{lease_id}")).json()["status"] == "proposed"
+    assert (await client.get(f"/leases/{lease_id}", headers=FRAGMENT)).status_code == 200
+
+    # Another process (a plain sqlite3 connection) ends the lease behind the studio's back.
+    execute(studio.settings.db_path, "UPDATE leases SET status = 'expired',"
+            " ended_reason = 'deadline' WHERE id = ?", lease_id)
+
+    assert (await client.get(f"/leases/{lease_id}")).json()["status"] == "expired"
+    assert (await client.get(f"/leases/{lease_id}", headers=FRAGMENT)).status_code == 286
+
+
+async def test_a_remembered_poll_is_not_served_to_a_signed_out_cookie(studio):
+    client = await studio.signed_in()
+    made = await client.post("/leases", json=lease_body(studio.invoice_ids()[:1]))
+    lease_id = made.json()["lease_id"]
+    await wait_for_status(client, lease_id, "proposed")
+    for _ in range(3):
+        assert (await client.get(f"/leases/{lease_id}")).status_code == 200
+    stale = studio.client()
+    stale.cookies.set("studio_session", client.cookies.get("studio_session"))
+
+    await client.post("/logout")
+
+    assert (await stale.get(f"/leases/{lease_id}")).status_code == 401
+    assert (await stale.get(f"/leases/{lease_id}", headers=FRAGMENT)).status_code == 401
+
+
+async def test_a_remembered_replay_is_not_served_after_sign_out(studio):
+    client = await studio.signed_in()
+    body = lease_body(studio.invoice_ids()[:1])
+    assert (await client.post("/leases", json=body)).status_code == 201
+    assert (await client.post("/leases", json=body)).status_code == 200
+    stale = studio.client()
+    stale.cookies.set("studio_session", client.cookies.get("studio_session"))
+    await client.post("/logout")
+    assert (await stale.post("/leases", json=body)).status_code == 401
+
+
+async def test_a_remembered_replay_shows_the_lease_as_it_is_now(studio):
+    client = await studio.signed_in()
+    body = lease_body(studio.invoice_ids()[:1])
+    lease_id = (await client.post("/leases", json=body)).json()["lease_id"]
+    await wait_for_status(client, lease_id, "proposed")
+    assert (await client.post("/leases", json=body)).json()["status"] == "proposed"
+    await client.post(f"/leases/{lease_id}/cancel")
+    assert (await client.post("/leases", json=body)).json()["status"] == "rejected"

@@ -115,6 +115,12 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX lease_events_lease ON lease_events(lease_id, kind);
     """,
+    # 2: a claim looks only at tasks still waiting, not at every finished one before them.
+    """
+    DROP INDEX tasks_waiting;
+    CREATE INDEX tasks_waiting ON tasks(lease_id, position)
+        WHERE status IN ('pending', 'running');
+    """,
 ]
 
 

@@ -46,7 +46,7 @@ def claim_task(
     db: sqlite3.Connection, claim: str, claim_seconds: float, now: float | None = None,
     providers: list[str] | None = None,
 ) -> Claimed | None:
-    """Take the oldest waiting task of an open lease, or one whose claim timed out
+    """Take the most urgent waiting task of an open lease, or one whose claim timed out
     (invariant 5). The lease must be open with its deadline ahead: the generation-time check.
     A worker only takes tasks for `providers` it has, so it never robs one that can run them."""
     now = clock(now)
@@ -56,12 +56,13 @@ def claim_task(
         UPDATE tasks SET status = 'running', claim = ?, claim_expires_at = ?,
                          attempts = attempts + 1
          WHERE id = (
-            SELECT tasks.id FROM leases CROSS JOIN tasks ON tasks.lease_id = leases.id
+            SELECT tasks.id FROM leases CROSS JOIN tasks INDEXED BY tasks_waiting
+                ON tasks.lease_id = leases.id
              WHERE leases.status = 'open' AND leases.deadline_at > ?
-               AND (tasks.status = 'pending'
-                    OR (tasks.status = 'running' AND tasks.claim_expires_at <= ?))
+               AND tasks.status IN ('pending', 'running')
+               AND (tasks.status = 'pending' OR tasks.claim_expires_at <= ?)
                AND (? IS NULL OR tasks.provider IN (SELECT value FROM json_each(?)))
-             ORDER BY leases.created_at, tasks.position LIMIT 1)
+             ORDER BY leases.deadline_at, tasks.position LIMIT 1)
         RETURNING id, lease_id, invoice_id, provider, candidate, attempts
         """,
         (claim, now + claim_seconds, now, now, known, known),

@@ -227,6 +227,21 @@ def wait_for_server(server: Server, seconds: float = 20.0) -> None:
     raise AssertionError(f"studio serve did not answer in {seconds} s:\n{server.log()}")
 
 
+def start_worker(db_path: Path, name: str, **settings: str) -> subprocess.Popen[bytes]:
+    """`studio worker` as a real subprocess on the same database file."""
+    with (db_path.parent / f"{name}.log").open("wb") as log:
+        return subprocess.Popen([sys.executable, "-m", "studio.cli", "worker"], cwd=ROOT,
+                                env=studio_env(db_path, **settings), stdout=log,
+                                stderr=subprocess.STDOUT)
+
+
+def wait_until(check: Any, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
     started = start_server(tmp_path / "studio.db", "--demo")

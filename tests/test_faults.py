@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -22,7 +19,15 @@ from studio.config import Settings
 from studio.db import in_transaction, prepare
 from studio.demo import seed_demo
 from studio.providers import Providers
-from tests.conftest import ROOT, lease_body, rows, scalar, sign_in, start_server, studio_env
+from tests.conftest import (
+    lease_body,
+    rows,
+    scalar,
+    sign_in,
+    start_server,
+    start_worker,
+    wait_until,
+)
 
 CRASH_CYCLES = 20
 SOAK_CYCLES = 200
@@ -161,20 +166,6 @@ def seeded_lease(db_path: Path, invoices: int, candidates: int) -> str:
         return receipt["lease_id"]
     finally:
         db.close()
-
-
-def start_worker(db_path: Path, name: str, **settings: str) -> subprocess.Popen[bytes]:
-    with (db_path.parent / f"{name}.log").open("wb") as log:
-        return subprocess.Popen([sys.executable, "-m", "studio.cli", "worker"], cwd=ROOT,
-                                env=studio_env(db_path, **settings), stdout=log,
-                                stderr=subprocess.STDOUT)
-
-
-def wait_until(check: Any, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def test_kill_9_of_a_worker_mid_generation_the_other_finishes_one_proposal_each(tmp_path):

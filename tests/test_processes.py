@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
 
 import httpx
 
-from tests.conftest import ROOT, lease_body, rows, scalar, sign_in, start_server, studio_env
+from tests.conftest import (
+    lease_body,
+    rows,
+    scalar,
+    sign_in,
+    start_server,
+    start_worker,
+    wait_until,
+)
 
 
 def invoice_ids(db_path: Path) -> list[str]:
@@ -46,28 +51,13 @@ def test_two_processes_make_one_lease_from_concurrent_same_id_submissions(tmp_pa
         second.stop()
 
 
-def start_worker(db_path: Path, **settings: str) -> subprocess.Popen[bytes]:
-    with (db_path.parent / f"worker-{time.monotonic_ns()}.log").open("wb") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "studio.cli", "worker"], cwd=ROOT,
-            env=studio_env(db_path, **settings), stdout=log, stderr=subprocess.STDOUT,
-        )
-
-
-def wait_until(check, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def test_a_killed_worker_loses_no_task_and_no_task_is_saved_twice(tmp_path):
     """Invariant 5: the claim times out and another worker finishes each task exactly once."""
     db_path = tmp_path / "studio.db"
     slow = {"STUDIO_PROVIDER_DELAY_S": "30", "STUDIO_CLAIM_SECONDS": "1.5"}
     # The web process runs no worker here: only the two worker processes do the work.
     server = start_server(db_path, "--demo", STUDIO_EMBEDDED_WORKER="0")
-    doomed = start_worker(db_path, STUDIO_WORKER_SLOTS="4", **slow)
+    doomed = start_worker(db_path, "doomed", STUDIO_WORKER_SLOTS="4", **slow)
     try:
         with closing(sign_in(server.url)) as client:
             lease_id = client.post("/leases", json=lease_body(invoice_ids(db_path)[:2],
@@ -81,7 +71,8 @@ def test_a_killed_worker_loses_no_task_and_no_task_is_saved_twice(tmp_path):
         held = scalar(db_path, "SELECT COUNT(*) FROM tasks WHERE status = 'running'")
         assert held >= 1
 
-        rescuer = start_worker(db_path, STUDIO_PROVIDER_DELAY_S="0", STUDIO_CLAIM_SECONDS="1.5")
+        rescuer = start_worker(db_path, "rescuer", STUDIO_PROVIDER_DELAY_S="0",
+                               STUDIO_CLAIM_SECONDS="1.5")
         try:
             wait_until(lambda: scalar(db_path, "SELECT status FROM leases") == "proposed", 30,
                        "the rescuing worker to finish the lease")

@@ -6,6 +6,7 @@ One set of paths serves browsers and API clients: `HX-Request` gets an HTML frag
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import uuid
@@ -305,7 +306,7 @@ async def submit_lease(request: Request) -> Response:
     # A resubmission of the same bytes by the same session, with nothing committed since,
     # is answered as it was last time.
     replay_key = ("replay", kind, request.cookies.get(SESSION_COOKIE),
-                  request.scope["studio.raw_body"])
+                  hashlib.sha256(request.scope["studio.raw_body"]).digest())
     version = studio.memo.version()
     kept = studio.memo.get(replay_key, version)
     if kept is not None:

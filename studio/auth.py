@@ -51,7 +51,9 @@ class Sessions:
             token = self.cookies.loads(cookie)
         except BadSignature:
             raise Refusal("not_signed_in") from None
-        if not isinstance(token, str):
+        # Only the exact cookie this studio issued: a variant (padding appended, say) would
+        # still verify, and each would take its own place in the caches keyed by cookie.
+        if not isinstance(token, str) or self.cookies.dumps(token) != cookie:
             raise Refusal("not_signed_in")
         return _session_key(token)
 

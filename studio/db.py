@@ -194,6 +194,7 @@ class Database:
             self._readers.append(reader)
         # Only ever asked for `PRAGMA data_version`: a counter in shared memory, no I/O.
         self._watch = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        _set_up(self._watch)
         return self
 
     async def close(self) -> None:

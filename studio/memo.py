@@ -10,35 +10,44 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Hashable
-from typing import Any
+
+from starlette.responses import Response
 
 from studio.db import Database
 
 SIZE = 1024
-LARGEST_BYTES = 64 * 1024  # at most SIZE x this is held: a bounded 64 MiB
+LARGEST_BYTES = 64 * 1024  # with SIZE, at most about 64 MiB of answers are held
+
+# What is kept of an answer: status, headers, body. Never the Response object itself, so no
+# middleware editing one request's headers can change what another request is sent.
+Kept = tuple[int, tuple[tuple[bytes, bytes], ...], bytes]
 
 
 class Memo:
     def __init__(self, db: Database, size: int = SIZE) -> None:
         self.db = db
         self.size = size
-        self._kept: OrderedDict[Hashable, tuple[int, Any]] = OrderedDict()
+        self._kept: OrderedDict[Hashable, tuple[int, Kept]] = OrderedDict()
 
     def version(self) -> int:
         """Read this before computing an answer, so a commit racing it only makes it stale."""
         return self.db.version()
 
-    def get(self, key: Hashable, version: int) -> Any | None:
+    def get(self, key: Hashable, version: int) -> Response | None:
         kept = self._kept.get(key)
         if kept is None or kept[0] != version:
             return None
         self._kept.move_to_end(key)
-        return kept[1]
+        status, headers, body = kept[1]
+        response = Response(body, status_code=status)
+        response.raw_headers = list(headers)
+        return response
 
-    def put(self, key: Hashable, version: int, value: Any) -> None:
-        if len(getattr(value, "body", b"")) > LARGEST_BYTES:
+    def put(self, key: Hashable, version: int, response: Response) -> None:
+        if len(response.body) > LARGEST_BYTES:
             return
-        self._kept[key] = (version, value)
+        kept: Kept = (response.status_code, tuple(response.raw_headers), bytes(response.body))
+        self._kept[key] = (version, kept)
         self._kept.move_to_end(key)
         while len(self._kept) > self.size:
             self._kept.popitem(last=False)

@@ -12,7 +12,7 @@ import sqlite3
 import uuid
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, urlsplit
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -34,6 +34,8 @@ MAX_BODY_BYTES = 64 * 1024
 MAX_PATH_ID = 64
 REPEATED_FIELDS = ("invoice_id", "invoice_ids", "provider", "providers")
 VARY = "HX-Request, Accept"
+# Every answer is one person's: no shared cache keeps it, and Back after sign-out re-asks.
+PRIVATE = {"Vary": VARY, "Cache-Control": "no-store"}
 
 
 @dataclass
@@ -72,7 +74,7 @@ def render(request: Request, template: str, context: dict[str, Any], status: int
     response = studio.templates.TemplateResponse(
         request, template, {**page_context, **context}, status_code=status, headers=headers
     )
-    response.headers["Vary"] = VARY
+    response.headers.update(PRIVATE)
     return response
 
 
@@ -82,7 +84,7 @@ def answer(request: Request, data: Any, *, template: str, context: dict[str, Any
     """The same answer as JSON, as a page, or as the page's fragment."""
     kind = answer_kind(request)
     if kind == "json":
-        return JSONResponse(data, status_code=status, headers={"Vary": VARY})
+        return JSONResponse(data, status_code=status, headers=PRIVATE)
     if kind == "fragment" and fragment:
         return render(request, fragment, context, fragment_status or status)
     return render(request, template, context, status)
@@ -91,20 +93,30 @@ def answer(request: Request, data: Any, *, template: str, context: dict[str, Any
 def refusal_response(request: Request, refusal: Refusal) -> Response:
     kind = answer_kind(request)
     if kind == "json":
-        return JSONResponse(refusal.as_json(), status_code=refusal.status, headers={"Vary": VARY})
+        return JSONResponse(refusal.as_json(), status_code=refusal.status, headers=PRIVATE)
     if refusal.status == 401:
-        wanted = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        target = f"/login?next={quote(wanted, safe='')}"  # back to the same page, query too
+        target = f"/login?next={quote(page_to_return_to(request, kind), safe='')}"
         if kind == "fragment":
-            return Response(status_code=401, headers={"HX-Redirect": target, "Vary": VARY})
-        if request.method == "GET":
-            return RedirectResponse(target, status_code=303, headers={"Vary": VARY})
+            return Response(status_code=401, headers={"HX-Redirect": target, **PRIVATE})
+        return RedirectResponse(target, status_code=303, headers=PRIVATE)
     context = {"refusal": refusal}
     if kind == "fragment":
         # The message goes to the page's message area, not into whatever the form targeted.
         retarget = {"HX-Retarget": "#messages", "HX-Reswap": "innerHTML"}
         return render(request, "_message.html", context, refusal.status, retarget)
     return render(request, "error.html", context, refusal.status)
+
+
+def page_to_return_to(request: Request, kind: str) -> str:
+    """Where to go back after signing in: the page itself, query too, never a POST address."""
+    if kind == "fragment":
+        current = urlsplit(request.headers.get("hx-current-url", ""))
+        if current.netloc == request.headers.get("host"):
+            return current.path + (f"?{current.query}" if current.query else "")
+        return "/invoices"
+    if request.method != "GET":
+        return "/invoices"
+    return request.url.path + (f"?{request.url.query}" if request.url.query else "")
 
 
 async def on_refusal(request: Request, exc: Exception) -> Response:
@@ -115,7 +127,9 @@ async def on_refusal(request: Request, exc: Exception) -> Response:
 async def on_http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "invalid_body")
-    return refusal_response(request, Refusal(code))
+    response = refusal_response(request, Refusal(code))
+    response.headers.update(exc.headers or {})  # 405 names what is allowed
+    return response
 
 
 async def on_database_error(request: Request, exc: Exception) -> Response:
@@ -320,14 +334,14 @@ async def submit_lease(request: Request) -> Response:
         studio.worker.wake.set()
     if kind == "json":
         response = JSONResponse(receipt, status_code=201 if created else 200,
-                                headers={"Vary": VARY})
+                                headers=PRIVATE)
         if not created:
             studio.memo.put(replay_key, version, response)
         return response
     target = f"/leases/{receipt['lease_id']}"
     if kind == "fragment":
-        return Response(status_code=200, headers={"HX-Location": target, "Vary": VARY})
-    return RedirectResponse(target, status_code=303, headers={"Vary": VARY})
+        return Response(status_code=200, headers={"HX-Redirect": target, **PRIVATE})
+    return RedirectResponse(target, status_code=303, headers=PRIVATE)
 
 
 async def _lease_answer(request: Request, actor: Actor, lease_id: str) -> Response:
@@ -376,7 +390,7 @@ async def cancel_lease(request: Request) -> Response:
 async def _decided(request: Request, actor: Actor, lease_id: str, result: dict) -> Response:
     kind = answer_kind(request)
     if kind == "json":
-        return JSONResponse(result, headers={"Vary": VARY})
+        return JSONResponse(result, headers=PRIVATE)
     if kind == "fragment":
         return await _lease_answer(request, actor, lease_id)
     return RedirectResponse(f"/leases/{lease_id}", status_code=303)

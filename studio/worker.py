@@ -100,10 +100,11 @@ def keep_claims(db: sqlite3.Connection, claims: list[str], claim_seconds: float)
 
 
 def release_claims(db: sqlite3.Connection, claims: list[str]) -> None:
-    """A worker shutting down hands its unfinished tasks straight back, without a timeout."""
+    """A worker shutting down hands its unfinished tasks straight back, without a timeout;
+    an attempt it never finished does not count against the task."""
     db.executemany(
-        "UPDATE tasks SET status = 'pending', claim = NULL, claim_expires_at = NULL"
-        " WHERE claim = ? AND status = 'running'",
+        "UPDATE tasks SET status = 'pending', claim = NULL, claim_expires_at = NULL,"
+        " attempts = MAX(attempts - 1, 0) WHERE claim = ? AND status = 'running'",
         [(claim,) for claim in claims],
     )
 
@@ -156,11 +157,13 @@ class Worker:
 
     async def claim(self) -> Claimed | None:
         claim = f"{self.name}:{uuid.uuid4().hex}"
+        # Held before the write: if this worker stops while the claim commits, it is released.
+        self._held.add(claim)
         task = await self.db.write(
             claim_task, claim, self.settings.claim_seconds, providers=sorted(self.providers.known)
         )
-        if task is not None:
-            self._held.add(claim)
+        if task is None:
+            self._held.discard(claim)
         return task
 
     async def _run_and_release(self, task: Claimed, slots: asyncio.Semaphore) -> None:

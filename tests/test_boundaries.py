@@ -229,3 +229,32 @@ async def test_bad_apply_choices_are_422_and_change_nothing(studio):
         reply = await client.post(f"/leases/{lease_id}/apply", json={"choices": choices})
         assert (reply.status_code, reply.json()["detail"]) == (422, detail), choices
     assert database_digest(studio.settings.db_path) == before
+
+
+async def test_only_the_exact_issued_cookie_is_accepted(studio):
+    client = await studio.signed_in()
+    padded = studio.client()
+    padded.cookies.set(SESSION_COOKIE, client.cookies.get(SESSION_COOKIE) + "==")
+    assert (await padded.get("/invoices")).status_code == 401
+
+
+async def test_answers_are_private_and_a_405_names_what_is_allowed(studio):
+    client = await studio.signed_in()
+    for reply in [await client.get("/invoices"),
+                  await client.get("/invoices", headers={"Accept": "text/html"}),
+                  await client.get("/leases/not-a-lease")]:
+        assert reply.headers["cache-control"] == "no-store"
+    wrong = await client.get("/leases")
+    assert wrong.status_code == 405 and "POST" in wrong.headers["allow"]
+
+
+async def test_an_htmx_request_without_a_session_returns_to_the_page_it_came_from(studio):
+    stranger = studio.client(**{"HX-Request": "true", "Accept": "text/html"})
+    page = "http://studio.test/leases/00000000-0000-4000-8000-000000000000"
+    reply = await stranger.post("/leases/00000000-0000-4000-8000-000000000000/apply",
+                                headers={"HX-Current-URL": page})
+    assert reply.status_code == 401
+    assert reply.headers["hx-redirect"] == (
+        "/login?next=%2Fleases%2F00000000-0000-4000-8000-000000000000")
+    elsewhere = await stranger.post("/logout", headers={"HX-Current-URL": "http://evil.example/x"})
+    assert elsewhere.headers["hx-redirect"] == "/login?next=%2Finvoices"

@@ -175,17 +175,6 @@ class Worker:
             self._held.discard(task.claim)
             slots.release()
 
-    async def run_once(self) -> bool:
-        """Claim and execute one task; False when nothing was waiting."""
-        task = await self.claim()
-        if task is None:
-            return False
-        try:
-            await self.execute(task)
-        finally:
-            self._held.discard(task.claim)
-        return True
-
     async def execute(self, task: Claimed) -> None:
         """Call the provider outside any transaction, then write only through the lease."""
         if task.has_proposal:

@@ -9,7 +9,7 @@ current version is exactly the answer that reading again would give.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Awaitable, Callable, Hashable
 
 from starlette.responses import Response
 
@@ -29,11 +29,23 @@ class Memo:
         self.size = size
         self._kept: OrderedDict[Hashable, tuple[int, Kept]] = OrderedDict()
 
-    def version(self) -> int:
-        """Read this before computing an answer, so a commit racing it only makes it stale."""
-        return self.db.version()
+    async def answer(
+        self, key: Hashable, compute: Callable[[], Awaitable[Response]],
+        keep: Callable[[Response], bool] = lambda response: True,
+    ) -> Response:
+        """The answer remembered under `key` at the current version, else `compute()`'s,
+        remembered when `keep` says so. A refusal raised by `compute` is never remembered."""
+        # Read before computing: a commit racing the computation only leaves it unused.
+        version = self.db.version()
+        kept = self._get(key, version)
+        if kept is not None:
+            return kept
+        response = await compute()
+        if keep(response):
+            self._put(key, version, response)
+        return response
 
-    def get(self, key: Hashable, version: int) -> Response | None:
+    def _get(self, key: Hashable, version: int) -> Response | None:
         kept = self._kept.get(key)
         if kept is None or kept[0] != version:
             return None
@@ -43,7 +55,7 @@ class Memo:
         response.raw_headers = list(headers)
         return response
 
-    def put(self, key: Hashable, version: int, response: Response) -> None:
+    def _put(self, key: Hashable, version: int, response: Response) -> None:
         if len(response.body) > LARGEST_BYTES:
             return
         kept: Kept = (response.status_code, tuple(response.raw_headers), bytes(response.body))

@@ -317,31 +317,32 @@ async def submit_lease(request: Request) -> Response:
     body = await read_body(request)
     studio = studio_of(request)
     kind = answer_kind(request)
+
+    async def submit() -> Response:
+        actor = await current_actor(request)
+        lease_request = intents.parse_request(
+            body, studio.providers, studio.settings.max_batch_tasks
+        )
+        receipt, created = await intents.submit(
+            studio.db, studio.providers, actor, lease_request, studio.settings.lease_seconds
+        )
+        if created and studio.worker is not None:
+            studio.worker.wake.set()
+        if kind == "json":
+            return JSONResponse(receipt, status_code=201 if created else 200, headers=PRIVATE)
+        target = f"/leases/{receipt['lease_id']}"
+        if kind == "fragment":
+            return Response(status_code=200, headers={"HX-Redirect": target, **PRIVATE})
+        return RedirectResponse(target, status_code=303, headers=PRIVATE)
+
     # A resubmission of the same bytes by the same session, with nothing committed since,
-    # is answered as it was last time.
-    replay_key = ("replay", kind, request.cookies.get(SESSION_COOKIE),
-                  hashlib.sha256(request.scope["studio.raw_body"]).digest())
-    version = studio.memo.version()
-    kept = studio.memo.get(replay_key, version)
-    if kept is not None:
-        return kept
-    actor = await current_actor(request)
-    lease_request = intents.parse_request(body, studio.providers, studio.settings.max_batch_tasks)
-    receipt, created = await intents.submit(
-        studio.db, studio.providers, actor, lease_request, studio.settings.lease_seconds
-    )
-    if created and studio.worker is not None:
-        studio.worker.wake.set()
-    if kind == "json":
-        response = JSONResponse(receipt, status_code=201 if created else 200,
-                                headers=PRIVATE)
-        if not created:
-            studio.memo.put(replay_key, version, response)
-        return response
-    target = f"/leases/{receipt['lease_id']}"
-    if kind == "fragment":
-        return Response(status_code=200, headers={"HX-Redirect": target, **PRIVATE})
-    return RedirectResponse(target, status_code=303, headers=PRIVATE)
+    # is answered as it was last time; only a JSON replay (200) is remembered.
+    key = ("replay", kind, request.cookies.get(SESSION_COOKIE),
+           hashlib.sha256(request.scope["studio.raw_body"]).digest())
+    def replayed(reply: Response) -> bool:
+        return kind == "json" and reply.status_code == 200
+
+    return await studio.memo.answer(key, submit, keep=replayed)
 
 
 async def _lease_answer(request: Request, actor: Actor, lease_id: str) -> Response:
@@ -358,17 +359,14 @@ async def lease_status(request: Request) -> Response:
     version, so an unchanged lease costs one version check (see studio/memo.py)."""
     lease_id = path_id(request, "lease_id", "lease_not_found")
     kind = answer_kind(request)
-    memo = studio_of(request).memo
+
+    async def read() -> Response:
+        return await _lease_answer(request, await current_actor(request), lease_id)
+
+    if kind == "page":
+        return await read()
     key = ("lease", kind, request.cookies.get(SESSION_COOKIE), lease_id)
-    version = memo.version()
-    kept = memo.get(key, version) if kind != "page" else None
-    if kept is not None:
-        return kept
-    actor = await current_actor(request)
-    response = await _lease_answer(request, actor, lease_id)
-    if kind != "page":
-        memo.put(key, version, response)
-    return response
+    return await studio_of(request).memo.answer(key, read)
 
 
 async def apply_lease(request: Request) -> Response:

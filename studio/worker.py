@@ -118,6 +118,7 @@ class Worker:
         self.settings = settings
         self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.wake = asyncio.Event()
+        self._can_run = sorted(providers.known)  # the providers this worker claims tasks for
         self._held: set[str] = set()
         self._running: set[asyncio.Task[None]] = set()
 
@@ -160,7 +161,7 @@ class Worker:
         # Held before the write: if this worker stops while the claim commits, it is released.
         self._held.add(claim)
         task = await self.db.write(
-            claim_task, claim, self.settings.claim_seconds, providers=sorted(self.providers.known)
+            claim_task, claim, self.settings.claim_seconds, providers=self._can_run
         )
         if task is None:
             self._held.discard(claim)

@@ -150,8 +150,11 @@ class Worker:
                 await self.db.write(release_claims, held)
 
     async def _idle(self) -> None:
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancel that
+        # lands as its timeout fires, and a stopping worker would then idle forever.
         try:
-            await asyncio.wait_for(self.wake.wait(), IDLE_WAIT_S)
+            async with asyncio.timeout(IDLE_WAIT_S):
+                await self.wake.wait()
         except TimeoutError:
             pass
         self.wake.clear()
@@ -187,13 +190,11 @@ class Worker:
         time_left = task.deadline_at - time.time()
         try:
             provider = self.providers.get(task.provider)
-            text = await asyncio.wait_for(
-                provider.complete(
+            async with asyncio.timeout(max(time_left, 0.001)):
+                text = await provider.complete(
                     PURPOSES[task.purpose], task.invoice, task.actor_id,
                     candidate=task.candidate, timeout=time_left,
-                ),
-                timeout=max(time_left, 0.001),
-            )
+                )
             if not isinstance(text, str) or not text.strip():
                 raise ValueError("the provider returned no text")
         except (Exception, asyncio.CancelledError) as error:

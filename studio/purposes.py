@@ -54,10 +54,10 @@ def purpose_named(name: object) -> Purpose:
 
 
 def invoice_fields(row: Any) -> Invoice:
-    """An invoice row as the dict prompts and pages read."""
+    """An invoice row as the dict prompts read; a draft, having no number yet, says so."""
     return {
         "id": row["id"],
-        "number": row["number"],
+        "number": row["number"] or "(draft)",
         "customer": row["customer"],
         "currency": row["currency"],
         "total": row["total"],

@@ -21,6 +21,8 @@ from studio.db import Database
 from studio.demo import ensure_demo
 from studio.memo import Memo
 from studio.providers import Provider, Providers
+from studio.views import invoices as invoice_views
+from studio.views import profile as profile_views
 from studio.worker import Worker, sweep
 
 HERE = Path(__file__).resolve().parent
@@ -61,9 +63,27 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             Route("/login", web.login_page, methods=["GET"]),
             Route("/login", web.login, methods=["POST"]),
             Route("/logout", web.logout, methods=["POST"]),
-            Route("/invoices", web.invoice_list, methods=["GET"]),
-            Route("/invoices/{invoice_id}", web.invoice_page, methods=["GET"]),
+            Route("/invoices", invoice_views.invoice_list, methods=["GET"]),
+            Route("/invoices", invoice_views.create_invoice, methods=["POST"]),
+            Route("/invoices/new", invoice_views.new_invoice_page, methods=["GET"]),
+            Route("/invoices/totals", invoice_views.totals_preview, methods=["GET"]),
+            Route("/invoices/line", invoice_views.blank_line, methods=["GET"]),
+            Route("/invoices/{invoice_id}.pdf", invoice_views.invoice_pdf, methods=["GET"]),
+            Route("/invoices/{invoice_id}", invoice_views.invoice_page, methods=["GET"]),
+            Route("/invoices/{invoice_id}", invoice_views.edit_invoice, methods=["PATCH"]),
+            Route("/invoices/{invoice_id}", invoice_views.delete_invoice, methods=["DELETE"]),
+            Route("/invoices/{invoice_id}/edit", invoice_views.edit_invoice, methods=["POST"]),
+            Route("/invoices/{invoice_id}/delete", invoice_views.delete_invoice,
+                  methods=["POST"]),
+            Route("/invoices/{invoice_id}/issue", invoice_views.issue_review, methods=["GET"]),
+            Route("/invoices/{invoice_id}/issue", invoice_views.issue_invoice, methods=["POST"]),
+            Route("/invoices/{invoice_id}/credit-note", invoice_views.credit_note,
+                  methods=["POST"]),
+            Route("/invoices/{invoice_id}/document", invoice_views.printable, methods=["GET"]),
+            Route("/settings", profile_views.settings_page, methods=["GET"]),
+            Route("/settings", profile_views.save_settings, methods=["POST"]),
             Route("/review", web.review, methods=["GET"]),
+            Route("/leases", web.lease_list, methods=["GET"]),
             Route("/leases", web.submit_lease, methods=["POST"]),
             Route("/leases/{lease_id}", web.lease_status, methods=["GET"]),
             Route("/leases/{lease_id}/apply", web.apply_lease, methods=["POST"]),

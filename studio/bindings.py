@@ -17,8 +17,24 @@ from typing import Any
 
 from studio.errors import Refusal
 
+MAX_REQUEST_ID = 100
+
 # The refusal for a reused id with other input, per kind of intent.
 CONFLICTS = {"attachment": "client_key_conflict", "import": "import_conflict"}
+
+
+def parse_request_id(body: dict[str, Any], field: str = "request_id",
+                     refusal: str = "invalid_request_id") -> str:
+    """The id the client minted for this request: 1 to 100 characters."""
+    value = body.get(field)
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_REQUEST_ID:
+        raise Refusal(refusal)
+    return value
+
+
+def optional_request_id(body: dict[str, Any]) -> str | None:
+    """A lost reply is safe only with an id; without one each request makes a new record."""
+    return None if body.get("request_id") in (None, "") else parse_request_id(body)
 
 
 def fingerprint(normalised: Any) -> str:

@@ -17,7 +17,6 @@ from studio.leases import record_event, timestamp
 from studio.providers import AUTO, Providers
 from studio.purposes import purpose_named
 
-MAX_REQUEST_ID = 100
 MAX_CANDIDATES = 5
 
 # One task: (invoice_id, provider, candidate).
@@ -75,13 +74,6 @@ def _canonical_uuid(value: object) -> str:
         raise Refusal("invalid_body", "Each invoice id must be a UUID.") from None
 
 
-def parse_request_id(body: dict[str, Any]) -> str:
-    request_id = body.get("request_id")
-    if not isinstance(request_id, str) or not 1 <= len(request_id) <= MAX_REQUEST_ID:
-        raise Refusal("invalid_request_id")
-    return request_id
-
-
 def parse_intent(body: dict[str, Any], providers: Providers, max_tasks: int) -> Intent:
     """Validate and normalise what is asked for; every refusal names what is wrong.
     Any `actor_id` in the body is ignored: the actor is the session's."""
@@ -121,7 +113,8 @@ def parse_intent(body: dict[str, Any], providers: Providers, max_tasks: int) -> 
 
 
 def parse_request(body: dict[str, Any], providers: Providers, max_tasks: int) -> LeaseRequest:
-    return LeaseRequest(parse_request_id(body), parse_intent(body, providers, max_tasks))
+    return LeaseRequest(bindings.parse_request_id(body),
+                        parse_intent(body, providers, max_tasks))
 
 
 def plan_tasks(intent: Intent, providers: list[str]) -> Plan:

@@ -85,14 +85,6 @@ def parse_revision(body: dict[str, Any]) -> int:
     return revision
 
 
-def optional_request_id(body: dict[str, Any]) -> str | None:
-    if body.get("request_id") in (None, ""):
-        return None
-    from studio.intents import parse_request_id
-
-    return parse_request_id(body)
-
-
 # --- reading ---------------------------------------------------------------------------------
 
 
@@ -334,8 +326,9 @@ def next_number(db: sqlite3.Connection, actor_id: str, kind: str, year: int) -> 
     ).fetchone()[0]
 
 
-def series_of(kind: str, year: int) -> str:
-    return f"{PREFIXES[kind]}-{year}"
+def series_of(kind: str, year: int | None = None) -> str:
+    """The series a number comes from: kind and year of issue (this year, unless named)."""
+    return f"{PREFIXES[kind]}-{year or dt.datetime.now(dt.UTC).year}"
 
 
 def _issued(db: sqlite3.Connection, invoice_id: str) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from babel.numbers import get_currency_precision, list_currencies
+from babel.numbers import format_currency, get_currency_precision, list_currencies
 
 from studio.errors import Refusal
 
@@ -129,3 +129,8 @@ def totals(lines: list[Line], currency: str) -> Totals:
     tax = sum((rate_tax for _, rate_tax in rates.values()), zero)
     by_rate = tuple((rate, *rates[rate]) for rate in sorted(rates))
     return Totals(net, tax, net + tax, by_rate, tuple(nets))
+
+
+def shown(amount: str, currency: str) -> str:
+    """An amount as a person reads it on a document: `€2,570.40`, `¥1,200`."""
+    return format_currency(Decimal(amount), currency, locale="en")

@@ -38,6 +38,12 @@ class Settings:
     embedded_worker: bool = True
     # Off only in tests that drive the deadline by hand.
     sweeper: bool = True
+    files_dir: Path | None = None  # attachments; None: `<db>.files/` beside the database
+    max_upload_bytes: int = 10 * 1024 * 1024
+
+    @property
+    def files(self) -> Path:
+        return self.files_dir or self.db_path.with_name(self.db_path.name + ".files")
 
     def with_changes(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -58,6 +64,9 @@ def from_environment(env: dict[str, str] | None = None) -> Settings:
         openai_model=env.get("STUDIO_OPENAI_MODEL") or "gpt-4o-mini",
         openai_api_key=env.get("STUDIO_OPENAI_API_KEY", ""),
         embedded_worker=env.get("STUDIO_EMBEDDED_WORKER", "1") != "0",
+        files_dir=Path(env["STUDIO_FILES"]) if env.get("STUDIO_FILES") else None,
+        max_upload_bytes=int(_number(env, "STUDIO_MAX_UPLOAD_BYTES", 10 * 1024 * 1024))
+        or 10 * 1024 * 1024,
     )
 
 

@@ -13,10 +13,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from studio import web
+from studio import metrics, web
 from studio.auth import Sessions
 from studio.browser import CrossOriginGuard
-from studio.config import Settings, from_environment, signing_key
+from studio.config import Settings, from_environment, signing_keys
 from studio.db import Database
 from studio.demo import ensure_demo
 from studio.memo import Memo
@@ -24,6 +24,17 @@ from studio.providers import Provider, Providers
 from studio.worker import Worker, sweep
 
 HERE = Path(__file__).resolve().parent
+
+
+def _assets(name: str) -> Path:
+    """templates/ or static/: beside app.py in a checkout, inside the studio package once
+    installed from a wheel (pyproject maps them there)."""
+    checkout = HERE / name
+    if checkout.is_dir():
+        return checkout
+    import studio
+
+    return Path(studio.__file__).resolve().parent / name
 
 
 def create_app(settings: Settings | None = None, providers: dict[str, Provider] | None = None
@@ -38,9 +49,9 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
         known = Providers(settings, providers)
         worker = Worker(db, known, settings)
         app.state.studio = web.Studio(
-            settings=settings, db=db, sessions=Sessions(db, signing_key(settings)),
+            settings=settings, db=db, sessions=Sessions(db, signing_keys(settings)),
             providers=known, worker=worker if settings.embedded_worker else None,
-            templates=Jinja2Templates(directory=HERE / "templates"), memo=Memo(db),
+            templates=Jinja2Templates(directory=_assets("templates")), memo=Memo(db),
         )
         background = []
         if settings.embedded_worker:
@@ -68,9 +79,11 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             Route("/leases/{lease_id}", web.lease_status, methods=["GET"]),
             Route("/leases/{lease_id}/apply", web.apply_lease, methods=["POST"]),
             Route("/leases/{lease_id}/cancel", web.cancel_lease, methods=["POST"]),
-            Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+            Route("/healthz", metrics.healthz, methods=["GET"]),
+            Route("/metrics", metrics.metrics, methods=["GET"]),
+            Mount("/static", StaticFiles(directory=_assets("static")), name="static"),
         ],
-        middleware=[Middleware(CrossOriginGuard)],
+        middleware=[Middleware(metrics.RequestRecorder), Middleware(CrossOriginGuard)],
         exception_handlers=web.EXCEPTION_HANDLERS,
         lifespan=lifespan,
     )

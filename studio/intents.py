@@ -10,6 +10,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from studio import logs
 from studio.auth import Actor
 from studio.db import Database, clock
 from studio.errors import Refusal
@@ -222,6 +223,7 @@ def create_lease(
         ],
     )
     record_event(db, lease_id, "created", f"{len(plan)} tasks", now)
+    logs.state_change("lease", lease_id, actor.id, None, "open", "submitted")
     return _receipt(db, lease_id), True
 
 

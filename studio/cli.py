@@ -68,9 +68,13 @@ def serve(args: argparse.Namespace) -> None:
         counters = tempfile.mkdtemp(prefix="studio-metrics-")
         os.environ[MULTIPROCESS_ENV] = counters
         atexit.register(shutil.rmtree, counters, True)
-    log.info("studio %s serving %s on http://%s:%d with %d worker process(es)%s", _version(),
-             settings.db_path.resolve(), args.host, args.port, args.workers,
-             ", trusting proxy headers" if settings.proxy_headers else "")
+    started = {"version": _version(), "db": str(settings.db_path.resolve()),
+               "address": f"http://{args.host}:{args.port}", "workers": args.workers,
+               "proxy_headers": settings.proxy_headers}
+    log.info("studio %s serving %s on %s with %d worker process(es)%s", started["version"],
+             started["db"], started["address"], args.workers,
+             ", trusting proxy headers" if settings.proxy_headers else "",
+             extra={logs.FIELDS: started})
     uvicorn.run(
         "app:create_app", factory=True, host=args.host, port=args.port, workers=args.workers,
         log_config=logs.dict_config(settings.log_format), access_log=False,

@@ -18,6 +18,9 @@ import time
 from typing import Any
 
 FIELDS = "studio_fields"
+# Already said by the text line's message; JSON lines carry every field.
+IN_MESSAGE = frozenset({"event", "kind", "id", "from", "to", "method", "route", "status", "ms",
+                        "version", "db", "address", "workers", "proxy_headers"})
 requests_log = logging.getLogger("studio.request")
 changes_log = logging.getLogger("studio.change")
 
@@ -30,10 +33,9 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
-        fields = getattr(record, FIELDS, None)
-        if fields:
-            line += " " + " ".join(f"{key}={_text(value)}" for key, value in fields.items())
-        return line
+        fields = getattr(record, FIELDS, None) or {}
+        extra = [f"{key}={_text(value)}" for key, value in fields.items() if key not in IN_MESSAGE]
+        return " ".join([line, *extra])
 
 
 class JsonFormatter(logging.Formatter):

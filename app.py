@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -13,7 +12,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from studio import metrics, web
+from studio import assets, metrics, web
 from studio.auth import Sessions
 from studio.browser import CrossOriginGuard
 from studio.config import Settings, from_environment, signing_keys
@@ -21,20 +20,9 @@ from studio.db import Database
 from studio.demo import ensure_demo
 from studio.memo import Memo
 from studio.providers import Provider, Providers
+from studio.views import invoices as invoice_views
+from studio.views import profile as profile_views
 from studio.worker import Worker, sweep
-
-HERE = Path(__file__).resolve().parent
-
-
-def _assets(name: str) -> Path:
-    """templates/ or static/: beside app.py in a checkout, inside the studio package once
-    installed from a wheel (pyproject maps them there)."""
-    checkout = HERE / name
-    if checkout.is_dir():
-        return checkout
-    import studio
-
-    return Path(studio.__file__).resolve().parent / name
 
 
 def create_app(settings: Settings | None = None, providers: dict[str, Provider] | None = None
@@ -51,7 +39,7 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
         app.state.studio = web.Studio(
             settings=settings, db=db, sessions=Sessions(db, signing_keys(settings)),
             providers=known, worker=worker if settings.embedded_worker else None,
-            templates=Jinja2Templates(directory=_assets("templates")), memo=Memo(db),
+            templates=Jinja2Templates(directory=assets.folder("templates")), memo=Memo(db),
         )
         background = []
         if settings.embedded_worker:
@@ -72,16 +60,34 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             Route("/login", web.login_page, methods=["GET"]),
             Route("/login", web.login, methods=["POST"]),
             Route("/logout", web.logout, methods=["POST"]),
-            Route("/invoices", web.invoice_list, methods=["GET"]),
-            Route("/invoices/{invoice_id}", web.invoice_page, methods=["GET"]),
+            Route("/invoices", invoice_views.invoice_list, methods=["GET"]),
+            Route("/invoices", invoice_views.create_invoice, methods=["POST"]),
+            Route("/invoices/new", invoice_views.new_invoice_page, methods=["GET"]),
+            Route("/invoices/totals", invoice_views.totals_preview, methods=["GET"]),
+            Route("/invoices/line", invoice_views.blank_line, methods=["GET"]),
+            Route("/invoices/{invoice_id}.pdf", invoice_views.invoice_pdf, methods=["GET"]),
+            Route("/invoices/{invoice_id}", invoice_views.invoice_page, methods=["GET"]),
+            Route("/invoices/{invoice_id}", invoice_views.edit_invoice, methods=["PATCH"]),
+            Route("/invoices/{invoice_id}", invoice_views.delete_invoice, methods=["DELETE"]),
+            Route("/invoices/{invoice_id}/edit", invoice_views.edit_invoice, methods=["POST"]),
+            Route("/invoices/{invoice_id}/delete", invoice_views.delete_invoice,
+                  methods=["POST"]),
+            Route("/invoices/{invoice_id}/issue", invoice_views.issue_review, methods=["GET"]),
+            Route("/invoices/{invoice_id}/issue", invoice_views.issue_invoice, methods=["POST"]),
+            Route("/invoices/{invoice_id}/credit-note", invoice_views.credit_note,
+                  methods=["POST"]),
+            Route("/invoices/{invoice_id}/document", invoice_views.printable, methods=["GET"]),
+            Route("/settings", profile_views.settings_page, methods=["GET"]),
+            Route("/settings", profile_views.save_settings, methods=["POST"]),
             Route("/review", web.review, methods=["GET"]),
+            Route("/leases", web.lease_list, methods=["GET"]),
             Route("/leases", web.submit_lease, methods=["POST"]),
             Route("/leases/{lease_id}", web.lease_status, methods=["GET"]),
             Route("/leases/{lease_id}/apply", web.apply_lease, methods=["POST"]),
             Route("/leases/{lease_id}/cancel", web.cancel_lease, methods=["POST"]),
             Route("/healthz", metrics.healthz, methods=["GET"]),
             Route("/metrics", metrics.metrics, methods=["GET"]),
-            Mount("/static", StaticFiles(directory=_assets("static")), name="static"),
+            Mount("/static", StaticFiles(directory=assets.folder("static")), name="static"),
         ],
         middleware=[Middleware(metrics.RequestRecorder), Middleware(CrossOriginGuard)],
         exception_handlers=web.EXCEPTION_HANDLERS,

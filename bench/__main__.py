@@ -103,8 +103,8 @@ def raw_create(db: sqlite3.Connection, actor: Actor, request: intents.LeaseReque
         (lease_id, actor.id, actor.session_id, intent.purpose, "{}", now + 90, now, len(plan)),
     )
     db.execute(
-        "INSERT INTO request_bindings (actor_id, request_id, fingerprint, lease_id, created_at)"
-        " VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO request_bindings (actor_id, kind, request_id, fingerprint, target_id,"
+        " created_at) VALUES (?, 'lease', ?, ?, ?, ?)",
         (actor.id, request.request_id, intent.fingerprint(), lease_id, now),
     )
     db.executemany(
@@ -416,7 +416,7 @@ def bench_http(work: Path, seconds: float) -> dict[str, Any]:
         conn = sqlite3.connect(db_path)
         out["same_id_leases"] = conn.execute(
             "SELECT COUNT(DISTINCT leases.id) FROM leases JOIN request_bindings"
-            " ON request_bindings.lease_id = leases.id WHERE request_bindings.request_id = ?",
+            " ON request_bindings.target_id = leases.id WHERE request_bindings.request_id = ?",
             (same["request_id"],),
         ).fetchone()[0]
         conn.close()

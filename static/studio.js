@@ -65,7 +65,7 @@
       status.textContent = "Submitting…";
       var controller = new AbortController();
       var timer = setTimeout(function () { controller.abort(); }, SUBMIT_TIMEOUT_MS);
-      fetch("/leases", {
+      fetch(review.dataset.action || "/leases", {
         method: "POST",
         headers: { "Content-Type": "application/json", "Accept": "application/json" },
         body: text,
@@ -76,6 +76,13 @@
           if (reply.ok && data.lease_id) {
             status.textContent = "Submitted. Opening the proposals…";
             location.assign("/leases/" + data.lease_id);
+            return;
+          }
+          if (reply.ok && data.number) {
+            status.textContent = "Issued as " + data.number + ".";
+            button.textContent = "Issued";
+            review.dataset.number = data.number;
+            setTimeout(function () { location.assign("/invoices/" + data.invoice_id); }, 800);
             return;
           }
           if (reply.status === 401) {
@@ -173,6 +180,10 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () {
+    // Forms that create something carry an id minted here, so a resent form makes it once.
+    document.querySelectorAll("input[data-mint]").forEach(function (input) {
+      if (!input.value) { input.value = mintId(); }
+    });
     var review = document.getElementById("review");
     if (review) { startReview(review); }
     announce();

@@ -111,8 +111,19 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-# `studio audit` joins this list when invoices are issued.
-CHECKS: list[Callable[[Target], Finding]] = [integrity, files_vs_rows]
+def books(target: Target) -> Finding:
+    """`studio audit`: gapless series, issued invoices matching their frozen hash, credits
+    within their invoice."""
+    from studio.audit import audit_file
+
+    found = audit_file(target.db_path)
+    if found:
+        return Finding("audit", False, "; ".join(found[:5]))
+    return Finding("audit", True, "series gapless, issued invoices match their frozen hash,"
+                   " credits within their invoice")
+
+
+CHECKS: list[Callable[[Target], Finding]] = [integrity, books, files_vs_rows]
 
 
 def run_checks(target: Target) -> list[Finding]:

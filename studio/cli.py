@@ -1,4 +1,4 @@
-"""studio: serve the web studio, run extra workers, manage accounts, back up and check."""
+"""studio: serve the web studio, run extra workers, manage accounts, back up, check, audit."""
 
 from __future__ import annotations
 
@@ -219,6 +219,21 @@ def check(args: argparse.Namespace) -> None:
         raise CommandError("Some checks failed.")
 
 
+def audit(args: argparse.Namespace) -> None:
+    from studio.audit import audit_file
+
+    path = _settings(args).db_path
+    if not path.exists():
+        raise CommandError(f"There is no database at {path}.")
+    found = audit_file(path)
+    for problem in found:
+        print(problem)
+    if found:
+        raise CommandError(f"{path}: {len(found)} problem(s)")
+    print(f"{path}: every series is gapless, every issued invoice matches its frozen hash,"
+          " every credit is within its invoice")
+
+
 # --- the command line -------------------------------------------------------------------------
 
 
@@ -283,6 +298,12 @@ def parser() -> argparse.ArgumentParser:
         "check", help="SQLite's integrity check and attachment files against their rows")
     _db_option(check_command)
     check_command.set_defaults(run=check)
+
+    audit_command = commands.add_parser(
+        "audit", help="check every series is gapless, every issued invoice matches its frozen "
+                      "hash, every credit within its invoice")
+    _db_option(audit_command)
+    audit_command.set_defaults(run=audit)
     return top
 
 

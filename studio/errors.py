@@ -20,6 +20,11 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "lease_rejected": (409, "This request was cancelled; nothing can be applied from it."),
     "lease_failed": (409, "No proposal could be made for this request; nothing can be applied."),
     "lease_not_cancelable": (409, "This request has already ended and cannot be cancelled."),
+    "invoice_issued": (409, "This invoice is issued; an issued invoice never changes."),
+    "draft_changed": (
+        409, "This draft changed since you opened it. Reload it and make your change again."),
+    "invoice_not_issued": (409, "This invoice is still a draft; it has no document yet."),
+    "not_creditable": (409, "A credit note cannot itself be credited; credit the invoice."),
     "body_too_large": (413, "The request body is too large."),
     "invalid_body": (422, "The request body is not valid."),
     "invalid_request_id": (422, "The request ID must be 1 to 100 characters."),
@@ -27,6 +32,9 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "unknown_provider": (422, "That provider is not one the studio knows."),
     "too_many_tasks": (
         422, "That request makes too many tasks; choose fewer invoices, providers or candidates."),
+    "invoice_incomplete": (422, "This draft is not complete enough to issue."),
+    "credit_exceeds_invoice": (
+        422, "The credit notes of an invoice cannot come to more than its total."),
     "invalid_choice": (422, "A chosen proposal does not belong to that invoice in this request."),
     "database_busy": (503, "The studio is busy; try again in a moment."),
 }

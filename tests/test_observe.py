@@ -33,7 +33,7 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
             for family in text_string_to_metric_families(text) for sample in family.samples}
 
 
-def test_a_submit_and_apply_log_their_lines_and_no_secret_reaches_the_log(tmp_path):
+def test_a_submit_apply_and_issue_log_their_lines_and_no_secret_reaches_the_log(tmp_path):
     db_path = tmp_path / "studio.db"
     closed = f"http://127.0.0.1:{free_port()}/v1"  # a provider that never answers
     server = start_server(
@@ -60,6 +60,13 @@ def test_a_submit_and_apply_log_their_lines_and_no_secret_reaches_the_log(tmp_pa
             assert client.post(f"/leases/{lease_id}/apply").status_code == 200
             assert client.post("/leases", json=lease_body([invoice], "auto-req",
                                                           providers=["auto"])).status_code == 201
+            draft = client.post("/invoices", json={
+                "customer": "Acme Ltd", "currency": "EUR", "due_date": "2027-01-31",
+                "line_items": [{"description": "Widgets", "quantity": "3",
+                                "unit_price": "19.99", "tax_rate": "19"}]}).json()
+            issued = client.post(f"/invoices/{draft['id']}/issue", json={
+                "request_id": "issue-1", "revision": draft["revision"]})
+            assert issued.status_code == 201, issued.text
             assert client.post("/logout").status_code == 200
         actor_id = scalar(db_path, "SELECT id FROM actors WHERE email = ?", ADA)
     finally:
@@ -80,6 +87,13 @@ def test_a_submit_and_apply_log_their_lines_and_no_secret_reaches_the_log(tmp_pa
                        ("proposed", "applied", "applied")]
     assert all(line["actor_id"] == actor_id for line in lines
                if line.get("event") == "state_change" and line["kind"] == "lease")
+    issue_line = next(r for r in requests if r["route"] == "/invoices/{invoice_id}/issue")
+    assert (issue_line["status"], issue_line["actor_id"]) == (201, actor_id)
+    issued_change = [line for line in lines if line.get("event") == "state_change"
+                     and line["kind"] == "invoice" and line["id"] == draft["id"]]
+    assert [(c["from"], c["to"], c["actor_id"]) for c in issued_change] == [
+        ("draft", "issued", actor_id)]
+    assert issued_change[0]["number"] == issued.json()["number"]
     start = next(line for line in lines if line["logger"] == "studio.cli")
     assert (start["db"], start["workers"]) == (str(db_path), 1)
     assert start["address"] == server.url

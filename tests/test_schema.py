@@ -45,7 +45,7 @@ def test_a_newer_schema_is_refused_and_the_file_is_unchanged_byte_for_byte(tmp_p
 def test_each_migration_commits_in_its_own_transaction(tmp_path, monkeypatch):
     """A migration that fails leaves the ones before it applied, and none of itself."""
     path = tmp_path / "studio.db"
-    broken = [*MIGRATIONS, "CREATE TABLE half_made (id INTEGER); SELECT * FROM no_such_table"]
+    broken = [*MIGRATIONS, "CREATE TABLE half_made (id INTEGER);\nSELECT * FROM no_such_table;\n"]
     monkeypatch.setattr(store, "MIGRATIONS", broken)
     with pytest.raises(sqlite3.OperationalError):
         prepare(path)

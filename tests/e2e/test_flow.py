@@ -183,7 +183,8 @@ def test_lost_reply_is_submitted_again_with_the_same_id_and_makes_one_lease(
 
     assert len(posts) == 2 and posts[0] == posts[1] and posts[0]["request_id"] == request_id
     assert studio.lease_count() == leases_before + 1
-    bindings = rows(studio.db_path, "SELECT lease_id FROM request_bindings WHERE request_id = ?",
+    bindings = rows(studio.db_path, "SELECT target_id AS lease_id FROM request_bindings"
+                 " WHERE request_id = ?",
                     request_id)
     assert [row["lease_id"] for row in bindings] == [page.url.rsplit("/", 1)[1]]
 

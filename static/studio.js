@@ -93,12 +93,12 @@
           status.textContent = data.message || ("The studio answered " + reply.status + ".");
           button.disabled = reply.status >= 400 && reply.status < 500 && reply.status !== 503;
           if (button.disabled) { return; }
-          button.textContent = "Submit again";
+          button.textContent = review.dataset.again || "Submit again";
         });
       }, function () {
         status.className = "status error";
         status.textContent = "No reply - submit again; it is safe. The same request ID is sent, so nothing is made twice.";
-        button.textContent = "Submit again";
+        button.textContent = review.dataset.again || "Submit again";
         button.disabled = false;
       }).finally(function () { clearTimeout(timer); });
     });

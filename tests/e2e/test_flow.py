@@ -271,9 +271,13 @@ def test_pages_fit_a_phone_and_every_control_has_a_label(page: Page, studio: Stu
     page.set_viewport_size({"width": 360, "height": 740})
     lease_id = api_lease(studio, "INV-1004", "phone-width")
     sign_in(page, studio.url)
+    draft = scalar(studio.db_path, "SELECT id FROM invoices WHERE status = 'draft' LIMIT 1")
+    issued = scalar(studio.db_path, "SELECT id FROM invoices WHERE number LIKE 'INV-20__-%'")
     for path in ("/invoices", f"/invoices/{studio.invoice_id('INV-1004')}",
                  review_url(studio, "INV-1001", "INV-1002", "INV-1003").removeprefix(studio.url),
-                 f"/leases/{lease_id}", "/login"):
+                 f"/leases/{lease_id}", "/leases", "/invoices/new", f"/invoices/{draft}",
+                 f"/invoices/{draft}/issue", f"/invoices/{issued}", f"/invoices/{issued}/document",
+                 "/settings", "/login"):
         page.goto(studio.url + path)
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0, f"{path} is {overflow}px wider than a phone"

@@ -12,7 +12,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from studio import assets, metrics, web
+from studio import assets, attachments, metrics, web
 from studio.auth import Sessions
 from studio.browser import CrossOriginGuard
 from studio.config import Settings, from_environment, signing_keys
@@ -20,6 +20,7 @@ from studio.db import Database
 from studio.demo import ensure_demo
 from studio.memo import Memo
 from studio.providers import Provider, Providers
+from studio.views import attachments as attachment_views
 from studio.views import invoices as invoice_views
 from studio.views import profile as profile_views
 from studio.worker import Worker, sweep
@@ -46,6 +47,8 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             background.append(asyncio.create_task(worker.run()))
         if settings.sweeper:
             background.append(asyncio.create_task(sweep(db)))
+            background.append(asyncio.create_task(
+                attachments.sweep_forever(db, attachments.FileStore(settings.files))))
         try:
             yield
         finally:
@@ -77,6 +80,14 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             Route("/invoices/{invoice_id}/credit-note", invoice_views.credit_note,
                   methods=["POST"]),
             Route("/invoices/{invoice_id}/document", invoice_views.printable, methods=["GET"]),
+            Route("/invoices/{invoice_id}/attachments", attachment_views.upload,
+                  methods=["POST"]),
+            Route("/invoices/{invoice_id}/attachments", attachment_views.attachment_list,
+                  methods=["GET"]),
+            Route("/attachments/{attachment_id}", attachment_views.download, methods=["GET"]),
+            Route("/attachments/{attachment_id}", attachment_views.delete, methods=["DELETE"]),
+            Route("/attachments/{attachment_id}/preview", attachment_views.preview,
+                  methods=["GET"]),
             Route("/settings", profile_views.settings_page, methods=["GET"]),
             Route("/settings", profile_views.save_settings, methods=["POST"]),
             Route("/review", web.review, methods=["GET"]),

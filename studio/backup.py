@@ -29,9 +29,10 @@ class Copied:
     findings: list[Finding]
 
 
-def backup(db_path: Path, dest: Path) -> Copied:
+def backup(db_path: Path, dest: Path, files: Path | None = None) -> Copied:
     """Copy the database, its key file and its attachment folder into the folder `dest`
-    (new or empty), under their own names, then check the copy."""
+    (new or empty), under their own names, then check the copy. The attachments (`files`,
+    by default `<db>.files/`) land in `<dest>/<db>.files/`, where the restored studio looks."""
     if not db_path.is_file():
         raise BackupError(f"There is no database at {db_path}; name it with --db or STUDIO_DB.")
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
@@ -57,10 +58,10 @@ def backup(db_path: Path, dest: Path) -> Copied:
         copied_key = dest / key_file.name
         shutil.copy2(key_file, copied_key)
         os.chmod(copied_key, 0o600)
-    files = files_dir_for(db_path)
+    files = files or files_dir_for(db_path)
     copied_files = None
     if files.is_dir():
-        copied_files = dest / files.name
+        copied_files = files_dir_for(copy)
         shutil.copytree(files, copied_files)
     _fsync(dest)
     findings = run_checks(Target(copy, files_dir_for(copy)))

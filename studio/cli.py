@@ -191,7 +191,7 @@ def take_backup(args: argparse.Namespace) -> None:
 
     settings = _settings(args)
     try:
-        copied = backup(settings.db_path, Path(args.dest))
+        copied = backup(settings.db_path, Path(args.dest), settings.files)
     except BackupError as error:
         raise CommandError(str(error)) from None
     print(f"database: {copied.db_path}")
@@ -207,12 +207,12 @@ def take_backup(args: argparse.Namespace) -> None:
 
 
 def check(args: argparse.Namespace) -> None:
-    from studio.checks import Target, files_dir_for, run_checks
+    from studio.checks import Target, run_checks
 
     settings = _settings(args)
     if not settings.db_path.is_file():
         raise CommandError(f"There is no database at {settings.db_path}.")
-    findings = run_checks(Target(settings.db_path, files_dir_for(settings.db_path)))
+    findings = run_checks(Target(settings.db_path, settings.files))
     for finding in findings:
         print(finding.line())
     if not all(finding.ok for finding in findings):

@@ -42,6 +42,12 @@ class Settings:
     metrics_token: str = field(default="", repr=False)
     # Behind a TLS proxy: trust X-Forwarded-* from it and always mark the cookie Secure.
     proxy_headers: bool = False
+    files_dir: Path | None = None  # attachments; None: `<db>.files/` beside the database
+    max_upload_bytes: int = 10 * 1024 * 1024
+
+    @property
+    def files(self) -> Path:
+        return self.files_dir or self.db_path.with_name(self.db_path.name + ".files")
 
     def with_changes(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -66,6 +72,9 @@ def from_environment(env: dict[str, str] | None = None) -> Settings:
         log_format=_choice(env, "STUDIO_LOG_FORMAT", ("text", "json")),
         metrics_token=env.get("STUDIO_METRICS_TOKEN", "").strip(),
         proxy_headers=env.get("STUDIO_PROXY_HEADERS", "0") == "1",
+        files_dir=Path(env["STUDIO_FILES"]) if env.get("STUDIO_FILES") else None,
+        max_upload_bytes=int(_number(env, "STUDIO_MAX_UPLOAD_BYTES", 10 * 1024 * 1024))
+        or 10 * 1024 * 1024,
     )
 
 

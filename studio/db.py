@@ -126,6 +126,36 @@ MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
     # 3: part two. Invoices become drafts until issued, numbered from a counter row per
     # series, frozen by triggers once issued; sellers' profiles; one binding for all intents.
     lambda db: _invoices_of_ones_own(db),
+    # 4: attachments of drafts, frozen with the invoice when it is issued.
+    """
+    CREATE TABLE attachments (
+        id TEXT PRIMARY KEY,
+        owner_id TEXT NOT NULL REFERENCES actors(id),
+        invoice_id TEXT NOT NULL REFERENCES invoices(id),
+        filename TEXT NOT NULL,              -- as the person named it; served only encoded
+        content_type TEXT NOT NULL,          -- sniffed from the bytes, never declared
+        size INTEGER NOT NULL,
+        sha256 TEXT NOT NULL,                -- names the file in the store
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX attachments_invoice ON attachments(invoice_id, created_at);
+    CREATE INDEX attachments_bytes ON attachments(owner_id, sha256);
+    CREATE TRIGGER issued_invoice_attachments_are_frozen_insert BEFORE INSERT ON attachments
+        WHEN (SELECT status FROM invoices WHERE id = NEW.invoice_id) = 'issued'
+    BEGIN
+        SELECT RAISE(ABORT, 'invoice_frozen: an issued invoice keeps its attachments');
+    END;
+    CREATE TRIGGER issued_invoice_attachments_are_frozen_update BEFORE UPDATE ON attachments
+        WHEN (SELECT status FROM invoices WHERE id = OLD.invoice_id) = 'issued'
+    BEGIN
+        SELECT RAISE(ABORT, 'invoice_frozen: an issued invoice keeps its attachments');
+    END;
+    CREATE TRIGGER issued_invoice_attachments_are_frozen_delete BEFORE DELETE ON attachments
+        WHEN (SELECT status FROM invoices WHERE id = OLD.invoice_id) = 'issued'
+    BEGIN
+        SELECT RAISE(ABORT, 'invoice_frozen: an issued invoice keeps its attachments');
+    END;
+    """,
     # operate: accounts can be disabled; /healthz proves a write with one heartbeat row.
     """
     ALTER TABLE actors ADD COLUMN disabled_at REAL;

@@ -10,6 +10,7 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "cross_origin_request": (403, "This request came from another site and was refused."),
     "not_found": (404, "There is nothing at this address."),
     "invoice_not_found": (404, "That invoice does not exist or is not yours."),
+    "attachment_not_found": (404, "That attachment does not exist or is not yours."),
     "lease_not_found": (404, "That request does not exist or is not yours."),
     "method_not_allowed": (405, "This address does not accept that method."),
     "request_id_conflict": (409, "The request ID already belongs to different input."),
@@ -26,8 +27,14 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "invoice_not_issued": (409, "This invoice is still a draft; it has no document yet."),
     "not_creditable": (409, "A credit note cannot itself be credited; credit the invoice."),
     "body_too_large": (413, "The request body is too large."),
+    "upload_too_large": (413, "That file is too large to attach."),
+    "unsupported_media_type": (
+        415, "Attach a PDF or a photo (PNG, JPEG, WebP or HEIC); that file is none of these."),
+    "client_key_conflict": (
+        409, "That upload key already belongs to a different file. Choose the file again."),
     "invalid_body": (422, "The request body is not valid."),
     "invalid_request_id": (422, "The request ID must be 1 to 100 characters."),
+    "invalid_client_key": (422, "The client key must be 1 to 100 characters."),
     "purpose_not_allowed": (422, "That purpose is not one the studio offers."),
     "unknown_provider": (422, "That provider is not one the studio knows."),
     "too_many_tasks": (

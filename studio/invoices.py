@@ -97,11 +97,6 @@ def _row(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> sqlite3.Row 
 
 
 def _attachments(db: sqlite3.Connection, invoice_id: str) -> list[dict[str, Any]]:
-    has_table = db.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'attachments'"
-    ).fetchone()
-    if not has_table:
-        return []
     return [dict(row) for row in db.execute(
         "SELECT id AS attachment_id, filename, content_type, size, sha256 FROM attachments"
         " WHERE invoice_id = ? ORDER BY created_at, id", (invoice_id,))]
@@ -275,14 +270,15 @@ def make_credit_note(db: sqlite3.Connection, actor_id: str, invoice_id: str,
 # --- issuing ---------------------------------------------------------------------------------
 
 
-def frozen_sha256(db: sqlite3.Connection, fields: dict[str, Any]) -> str:
+def frozen_sha256(db: sqlite3.Connection, fields: dict[str, Any],
+                  attachments: list[dict[str, Any]] | None = None) -> str:
     """The SHA-256 of everything issuing freezes, attachments included."""
     content = {name: fields[name] for name in FROZEN}
     content["line_items"] = json.loads(fields["line_items"])
     content["seller"] = json.loads(fields["seller"]) if fields["seller"] else None
     content["attachments"] = [
         {"sha256": item["sha256"], "filename": item["filename"]}
-        for item in _attachments(db, fields["id"])
+        for item in (_attachments(db, fields["id"]) if attachments is None else attachments)
     ]
     return bindings.fingerprint(content)
 
@@ -382,7 +378,8 @@ def sealed_legacy(db: sqlite3.Connection, row: dict[str, Any]) -> dict[str, Any]
     fields = {"kind": "invoice", "credits": None, "seller": None, **row,
               "line_items": json.dumps(lines), "net": row["total"],
               "tax": money.text(Decimal(0), row["currency"]), "status": "issued"}
-    return {**fields, "frozen_sha256": frozen_sha256(db, fields)}
+    # Made before attachments existed: it has none (and the table may not exist yet).
+    return {**fields, "frozen_sha256": frozen_sha256(db, fields, attachments=[])}
 
 
 def seal_legacy(db: sqlite3.Connection) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -13,10 +12,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from studio import attachments, web
+from studio import assets, attachments, metrics, web
 from studio.auth import Sessions
 from studio.browser import CrossOriginGuard
-from studio.config import Settings, from_environment, signing_key
+from studio.config import Settings, from_environment, signing_keys
 from studio.db import Database
 from studio.demo import ensure_demo
 from studio.memo import Memo
@@ -25,8 +24,6 @@ from studio.views import attachments as attachment_views
 from studio.views import invoices as invoice_views
 from studio.views import profile as profile_views
 from studio.worker import Worker, sweep
-
-HERE = Path(__file__).resolve().parent
 
 
 def create_app(settings: Settings | None = None, providers: dict[str, Provider] | None = None
@@ -41,9 +38,9 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
         known = Providers(settings, providers)
         worker = Worker(db, known, settings)
         app.state.studio = web.Studio(
-            settings=settings, db=db, sessions=Sessions(db, signing_key(settings)),
+            settings=settings, db=db, sessions=Sessions(db, signing_keys(settings)),
             providers=known, worker=worker if settings.embedded_worker else None,
-            templates=Jinja2Templates(directory=HERE / "templates"), memo=Memo(db),
+            templates=Jinja2Templates(directory=assets.folder("templates")), memo=Memo(db),
         )
         background = []
         if settings.embedded_worker:
@@ -99,9 +96,11 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             Route("/leases/{lease_id}", web.lease_status, methods=["GET"]),
             Route("/leases/{lease_id}/apply", web.apply_lease, methods=["POST"]),
             Route("/leases/{lease_id}/cancel", web.cancel_lease, methods=["POST"]),
-            Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+            Route("/healthz", metrics.healthz, methods=["GET"]),
+            Route("/metrics", metrics.metrics, methods=["GET"]),
+            Mount("/static", StaticFiles(directory=assets.folder("static")), name="static"),
         ],
-        middleware=[Middleware(CrossOriginGuard)],
+        middleware=[Middleware(metrics.RequestRecorder), Middleware(CrossOriginGuard)],
         exception_handlers=web.EXCEPTION_HANDLERS,
         lifespan=lifespan,
     )

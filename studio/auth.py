@@ -8,6 +8,7 @@ import secrets
 import sqlite3
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -40,22 +41,27 @@ def _session_key(token: str) -> str:
 class Sessions:
     """Sign-in and sign-out, with the session id carried in a signed cookie."""
 
-    def __init__(self, db: Database, signing_key: str) -> None:
+    def __init__(self, db: Database, signing_key: str | Sequence[str]) -> None:
         self.db = db
-        self.cookies = URLSafeSerializer(signing_key, salt="studio-session")
+        keys = [signing_key] if isinstance(signing_key, str) else list(signing_key)
+        # Newest first: new cookies are signed with keys[0], older keys only verify.
+        self._signers = [URLSafeSerializer(key, salt="studio-session") for key in keys]
+        self.cookies = self._signers[0]
         # A signature check always gives the same answer for the same cookie: remember good ones.
         self._session_key = functools.lru_cache(maxsize=4096)(self._verify)
 
     def _verify(self, cookie: str) -> str:
-        try:
-            token = self.cookies.loads(cookie)
-        except BadSignature:
-            raise Refusal("not_signed_in") from None
-        # Only the exact cookie this studio issued: a variant (padding appended, say) would
-        # still verify, and each would take its own place in the caches keyed by cookie.
-        if not isinstance(token, str) or self.cookies.dumps(token) != cookie:
-            raise Refusal("not_signed_in")
-        return _session_key(token)
+        for signer in self._signers:
+            try:
+                token = signer.loads(cookie)
+            except BadSignature:
+                continue
+            # Only the exact cookie this studio issued: a variant (padding appended, say) would
+            # still verify, and each would take its own place in the caches keyed by cookie.
+            if not isinstance(token, str) or signer.dumps(token) != cookie:
+                raise Refusal("not_signed_in")
+            return _session_key(token)
+        raise Refusal("not_signed_in")
 
     async def sign_in(self, email: object, password: object) -> tuple[Actor, str]:
         """The actor and the cookie value for a matching email and password."""
@@ -68,6 +74,8 @@ class Sessions:
             raise Refusal("invalid_credentials") from None
         if row is None:
             raise Refusal("invalid_credentials")
+        if row["disabled_at"] is not None:
+            raise Refusal("account_disabled")
         token = secrets.token_urlsafe(32)
         await self.db.write(_open_session, _session_key(token), row["id"], time.time())
         return Actor(row["id"], row["email"], _session_key(token)), self.cookies.dumps(token)
@@ -84,14 +92,15 @@ class Sessions:
 
 def _actor_by_email(db: sqlite3.Connection, email: str) -> sqlite3.Row | None:
     return db.execute(
-        "SELECT id, email, password_hash FROM actors WHERE email = ?", (email,)
+        "SELECT id, email, password_hash, disabled_at FROM actors WHERE email = ?", (email,)
     ).fetchone()
 
 
 def _actor_by_session(db: sqlite3.Connection, session_id: str) -> sqlite3.Row | None:
     return db.execute(
         "SELECT actors.id, actors.email, sessions.id AS session_id FROM sessions"
-        " JOIN actors ON actors.id = sessions.actor_id WHERE sessions.id = ?",
+        " JOIN actors ON actors.id = sessions.actor_id WHERE sessions.id = ?"
+        " AND actors.disabled_at IS NULL",
         (session_id,),
     ).fetchone()
 

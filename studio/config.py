@@ -38,6 +38,10 @@ class Settings:
     embedded_worker: bool = True
     # Off only in tests that drive the deadline by hand.
     sweeper: bool = True
+    log_format: str = "text"
+    metrics_token: str = field(default="", repr=False)
+    # Behind a TLS proxy: trust X-Forwarded-* from it and always mark the cookie Secure.
+    proxy_headers: bool = False
     files_dir: Path | None = None  # attachments; None: `<db>.files/` beside the database
     max_upload_bytes: int = 10 * 1024 * 1024
 
@@ -64,10 +68,21 @@ def from_environment(env: dict[str, str] | None = None) -> Settings:
         openai_model=env.get("STUDIO_OPENAI_MODEL") or "gpt-4o-mini",
         openai_api_key=env.get("STUDIO_OPENAI_API_KEY", ""),
         embedded_worker=env.get("STUDIO_EMBEDDED_WORKER", "1") != "0",
+        demo=env.get("STUDIO_DEMO", "0") == "1",
+        log_format=_choice(env, "STUDIO_LOG_FORMAT", ("text", "json")),
+        metrics_token=env.get("STUDIO_METRICS_TOKEN", "").strip(),
+        proxy_headers=env.get("STUDIO_PROXY_HEADERS", "0") == "1",
         files_dir=Path(env["STUDIO_FILES"]) if env.get("STUDIO_FILES") else None,
         max_upload_bytes=int(_number(env, "STUDIO_MAX_UPLOAD_BYTES", 10 * 1024 * 1024))
         or 10 * 1024 * 1024,
     )
+
+
+def _choice(env: dict[str, str], name: str, allowed: tuple[str, ...]) -> str:
+    raw = env.get(name, "").strip().lower() or allowed[0]
+    if raw not in allowed:
+        raise SystemExit(f"{name} must be one of {', '.join(allowed)}, not {raw!r}")
+    return raw
 
 
 def signing_key(settings: Settings) -> str:
@@ -88,3 +103,12 @@ def signing_key(settings: Settings) -> str:
         finally:
             draft.unlink()
     return path.read_text().strip()
+
+
+def signing_keys(settings: Settings) -> list[str]:
+    """Every accepted cookie key, newest first: STUDIO_SECRET_KEY may list several, comma
+    separated, so an old key keeps its cookies valid until it is removed from the list."""
+    keys = [key.strip() for key in signing_key(settings).split(",") if key.strip()]
+    if not keys:
+        raise SystemExit("STUDIO_SECRET_KEY names no key; give at least one.")
+    return keys

@@ -70,9 +70,10 @@ def seed_actor(db_path: Path, invoices: int) -> tuple[Actor, list[str]]:
     db = sqlite3.connect(db_path, isolation_level=None)
     with db:
         db.execute("BEGIN")
-        db.execute("INSERT INTO actors VALUES (?, ?, 'x', ?)", (actor.id, actor.email, time.time()))
-        db.execute("INSERT INTO sessions VALUES (?, ?, ?)", (actor.session_id, actor.id,
-                                                              time.time()))
+        db.execute("INSERT INTO actors (id, email, password_hash, created_at)"
+                   " VALUES (?, ?, 'x', ?)", (actor.id, actor.email, time.time()))
+        db.execute("INSERT INTO sessions (id, actor_id, created_at) VALUES (?, ?, ?)",
+                   (actor.session_id, actor.id, time.time()))
         db.executemany(
             "INSERT INTO invoices (id, owner_id, status, number, customer, currency, net, tax,"
             " total, due_date, line_items) VALUES (?, ?, 'issued', ?, 'Bench Ltd', 'EUR',"

@@ -24,7 +24,9 @@ Unit = Callable[..., T]
 BUSY_TIMEOUT_MS = 30_000
 READERS = 2
 
-MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
+Migration = str | Callable[[sqlite3.Connection], None]
+
+MIGRATIONS: list[Migration] = [
     # 1: the whole first schema.
     """
     CREATE TABLE actors (
@@ -289,10 +291,7 @@ def prepare(path: Path) -> None:
                 if version > len(MIGRATIONS):
                     raise SchemaTooNew(path, version)
                 if version < number:
-                    if callable(migration):
-                        migration(db)
-                    else:
-                        _run_script(db, migration)
+                    apply_migration(db, migration)
                     db.execute(f"PRAGMA user_version = {number}")
                     # Foreign keys are off while tables are rebuilt; nothing may dangle after.
                     if db.execute("PRAGMA foreign_key_check").fetchone() is not None:
@@ -303,6 +302,15 @@ def prepare(path: Path) -> None:
             db.execute("COMMIT")
     finally:
         db.close()
+
+
+def apply_migration(db: sqlite3.Connection, migration: Migration) -> None:
+    """One migration, inside the caller's transaction: a script, or a function for what SQL
+    alone cannot do."""
+    if callable(migration):
+        migration(db)
+    else:
+        _run_script(db, migration)
 
 
 def _run_script(db: sqlite3.Connection, script: str) -> None:

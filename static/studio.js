@@ -33,10 +33,14 @@
     var key = "studio.review:" + location.pathname + location.search;
     var store = storage();
     var kept = store && store.getItem(key);
-    if (kept && isReload()) {
-      return Object.freeze(JSON.parse(kept));
-    }
     var body = JSON.parse(review.dataset.frozen);
+    if (kept && isReload()) {
+      // The same step reloaded keeps its id, unless what it shows has changed since.
+      var old = JSON.parse(kept);
+      var was = Object.assign({}, old);
+      delete was.request_id;
+      if (JSON.stringify(was) === JSON.stringify(body)) { return Object.freeze(old); }
+    }
     body.request_id = mintId();
     var frozen = Object.freeze(body);
     try {
@@ -169,9 +173,16 @@
       xhr.send(form);
     }
 
+    function sameFile(a, b) {
+      return a.name === b.name && a.size === b.size && a.lastModified === b.lastModified;
+    }
+
     input.addEventListener("change", function () {
       if (!input.files.length) { return; }
-      pending = { key: mintId(), file: input.files[0] };
+      var file = input.files[0];
+      // The same file chosen again after a lost reply keeps its key: it is attached once.
+      var key = pending && sameFile(pending.file, file) ? pending.key : mintId();
+      pending = { key: key, file: file };
       section.dataset.key = pending.key;
       send();
     });

@@ -57,7 +57,10 @@ class FileStore:
         so two writers of the same bytes cannot corrupt each other."""
         assert upload.path is not None
         final = self.path_of(actor_id, upload.sha256)
-        final.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for folder in (final.parent.parent, final.parent):
+            if not folder.exists():
+                folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+                _sync_folder(folder.parent)  # the new folder's own name is on disk too
         try:
             os.link(upload.path, final)
         except FileExistsError:
@@ -120,6 +123,7 @@ def bind(db: sqlite3.Connection, actor_id: str, invoice_id: str, client_key: str
             " sha256, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (attachment_id, actor_id, invoice_id, upload.filename, content_type, upload.size,
              upload.sha256, now))
+        _touch_draft(db, invoice_id, now)
         # A delete or sweep that ran between placing and binding may have removed the file:
         # it is put back while the write lock keeps both out.
         if not store.path_of(actor_id, upload.sha256).exists():
@@ -128,6 +132,13 @@ def bind(db: sqlite3.Connection, actor_id: str, invoice_id: str, client_key: str
     attachment_id, created = bindings.once(db, actor_id, "attachment", client_key, print_,
                                            make, now)
     return _listed(db, attachment_id), created
+
+
+def _touch_draft(db: sqlite3.Connection, invoice_id: str, now: float) -> None:
+    """Attachments are part of what issuing freezes: a change to them is a new revision, so
+    an issue review step that listed other attachments is refused as `draft_changed`."""
+    db.execute("UPDATE invoices SET revision = revision + 1, updated_at = ? WHERE id = ?"
+               " AND status = 'draft'", (now, invoice_id))
 
 
 def _unlink_if_unnamed(db: sqlite3.Connection, store: FileStore, actor_id: str,
@@ -150,6 +161,7 @@ def remove(db: sqlite3.Connection, actor_id: str, attachment_id: str, store: Fil
         raise Refusal("attachment_not_found")
     draft_of(db, actor_id, row["invoice_id"])
     db.execute("DELETE FROM attachments WHERE id = ?", (attachment_id,))
+    _touch_draft(db, row["invoice_id"], clock(None))
     db.execute("DELETE FROM request_bindings WHERE actor_id = ? AND kind = 'attachment'"
                " AND target_id = ?", (actor_id, attachment_id))
     _unlink_if_unnamed(db, store, actor_id, row["sha256"])

@@ -20,19 +20,21 @@ def problems(db: sqlite3.Connection) -> list[str]:
     for row in db.execute("SELECT owner_id, kind, series_year, sequence FROM invoices"
                           " WHERE sequence IS NOT NULL ORDER BY sequence"):
         series.setdefault((row[0], row[1], row[2]), []).append(row[3])
-    counters = {(row[0], row[1], row[2]): row[3]
-                for row in db.execute("SELECT owner_id, kind, year, last FROM invoice_series")}
+    counters = {(row[0], row[1], row[2]): (row[3], row[4]) for row in db.execute(
+        "SELECT owner_id, kind, year, last, first FROM invoice_series")}
     for key in sorted(set(series) | set(counters)):
         owner, kind, year = key
         name = f"series {invoices.series_of(kind, year)} of actor {owner}"
         numbers = series.get(key, [])
-        if numbers != list(range(1, len(numbers) + 1)):
-            missing = sorted(set(range(1, max(numbers, default=0) + 1)) - set(numbers))
+        last, first = counters.get(key, (0, 1))
+        if numbers != list(range(first, first + len(numbers))):
+            missing = sorted(set(range(first, max(numbers, default=0) + 1)) - set(numbers))
             repeated = sorted({n for n in numbers if numbers.count(n) > 1})
-            found.append(f"{name} is not gapless: missing {missing}, repeated {repeated}")
-        if counters.get(key, 0) != len(numbers):
-            found.append(f"{name}: the counter says {counters.get(key, 0)} numbers were given,"
-                         f" {len(numbers)} invoices hold one")
+            found.append(f"{name} is not gapless from {first}: missing {missing}, "
+                         f"repeated {repeated}")
+        if last != first - 1 + len(numbers):
+            found.append(f"{name}: the counter says numbers up to {last} were given, "
+                         f"{len(numbers)} invoices hold one from {first}")
     for row in db.execute("SELECT * FROM invoices WHERE status = 'issued'").fetchall():
         if row["frozen_sha256"] != invoices.frozen_sha256(db, dict(row)):
             found.append(f"issued {row['number']} ({row['id']}) no longer matches its frozen "

@@ -210,6 +210,8 @@ INVOICES_V3 = """
         kind TEXT NOT NULL,
         year INTEGER NOT NULL,
         last INTEGER NOT NULL,                  -- the last number given; the next is last + 1
+        first INTEGER NOT NULL DEFAULT 1,       -- the studio's first; later when numbers of
+                                                -- this series were given before part two
         PRIMARY KEY (owner_id, kind, year)
     );
     CREATE TABLE profiles (

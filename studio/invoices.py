@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import sqlite3
 import uuid
 from decimal import Decimal
@@ -27,6 +28,7 @@ from studio.leases import timestamp
 
 MAX_CUSTOMER = 200
 PREFIXES = {"invoice": "INV", "credit_note": "CN"}
+SERIES_NUMBER = re.compile(r"(?P<prefix>[A-Z]+)-(?P<year>\d{4})-(?P<sequence>\d+)")
 # What issuing freezes, and what the frozen SHA-256 covers.
 FROZEN = ("id", "owner_id", "kind", "credits", "number", "customer", "currency", "due_date",
           "line_items", "net", "tax", "total", "seller", "issued_at")
@@ -383,7 +385,10 @@ def sealed_legacy(db: sqlite3.Connection, row: dict[str, Any]) -> dict[str, Any]
 
 
 def seal_legacy(db: sqlite3.Connection) -> None:
-    """Invoices that exist before part two keep their numbers and count as issued."""
+    """Invoices that exist before part two keep their numbers and count as issued. Where an
+    old number already reads like one of a studio series (`INV-2026-0007`), that series
+    continues after it, so no number is ever given twice."""
+    continued: dict[tuple[str, int], int] = {}
     for row in db.execute("SELECT * FROM invoices WHERE frozen_sha256 IS NULL"
                           " AND status = 'issued'").fetchall():
         fields = sealed_legacy(db, dict(row))
@@ -392,6 +397,15 @@ def seal_legacy(db: sqlite3.Connection) -> None:
             " frozen_sha256 = :frozen_sha256, created_at = :issued_at WHERE id = :id",
             fields,
         )
+        series = SERIES_NUMBER.fullmatch(row["number"])
+        if series and series["prefix"] == PREFIXES["invoice"]:
+            key = (row["owner_id"], int(series["year"]))
+            continued[key] = max(continued.get(key, 0), int(series["sequence"]))
+    db.executemany(
+        "INSERT INTO invoice_series (owner_id, kind, year, last, first)"
+        " VALUES (?, 'invoice', ?, ?, ?)",
+        [(owner, year, last, last + 1) for (owner, year), last in continued.items()],
+    )
 
 
 # --- what handlers call ----------------------------------------------------------------------

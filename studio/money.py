@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 from typing import Any
 
 from babel.numbers import format_currency, get_currency_precision, list_currencies
@@ -17,6 +17,9 @@ from babel.numbers import format_currency, get_currency_precision, list_currenci
 from studio.errors import Refusal
 
 MAX_LINES = 200
+# Room for 200 lines of the largest amounts at 100 % tax, so no sum ever loses a digit.
+ARITHMETIC = Context(prec=60, rounding=ROUND_HALF_UP)
+MAX_TOTAL = Decimal("1e15")
 MAX_DESCRIPTION = 500
 # Sane sizes: a quantity or price of at most twelve whole digits and six decimals.
 AMOUNT = re.compile(r"\d{1,12}(\.\d{1,6})?")
@@ -42,7 +45,9 @@ def minor_units(currency: str) -> int:
 
 def rounded(amount: Decimal, currency: str) -> Decimal:
     """Half-up to the currency's minor units: 1.005 EUR is 1.01, 0.5 JPY is 1."""
-    return amount.quantize(Decimal(1).scaleb(-minor_units(currency)), rounding=ROUND_HALF_UP)
+    with localcontext(ARITHMETIC):
+        return amount.quantize(Decimal(1).scaleb(-minor_units(currency)),
+                               rounding=ROUND_HALF_UP)
 
 
 def text(amount: Decimal, currency: str) -> str:
@@ -117,16 +122,20 @@ class Totals:
 
 def totals(lines: list[Line], currency: str) -> Totals:
     """Each line's net and tax rounded half-up, then summed: the document adds up exactly."""
-    zero = rounded(Decimal(0), currency)
-    nets, rates = [], {}
-    for line in lines:
-        net = rounded(line.quantity * line.unit_price, currency)
-        tax = rounded(net * line.tax_rate / 100, currency)
-        nets.append(net)
-        rate_net, rate_tax = rates.get(line.tax_rate, (zero, zero))
-        rates[line.tax_rate] = (rate_net + net, rate_tax + tax)
-    net = sum(nets, zero)
-    tax = sum((rate_tax for _, rate_tax in rates.values()), zero)
+    with localcontext(ARITHMETIC):
+        zero = rounded(Decimal(0), currency)
+        nets, rates = [], {}
+        for line in lines:
+            net = rounded(line.quantity * line.unit_price, currency)
+            tax = rounded(net * line.tax_rate / 100, currency)
+            nets.append(net)
+            rate_net, rate_tax = rates.get(line.tax_rate, (zero, zero))
+            rates[line.tax_rate] = (rate_net + net, rate_tax + tax)
+        net = sum(nets, zero)
+        tax = sum((rate_tax for _, rate_tax in rates.values()), zero)
+    if net + tax >= MAX_TOTAL:
+        raise Refusal("invalid_body", "The total must stay below 1,000,000,000,000,000; "
+                                      "split the amounts over several invoices.")
     by_rate = tuple((rate, *rates[rate]) for rate in sorted(rates))
     return Totals(net, tax, net + tax, by_rate, tuple(nets))
 

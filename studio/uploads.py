@@ -24,6 +24,8 @@ from studio.errors import Refusal
 MAX_FIELD_BYTES = 1024
 HEAD_BYTES = 512  # enough of the file's first bytes to judge its type
 MAX_FILENAME = 200
+MAX_PARTS = 16
+ENVELOPE_BYTES = 64 * 1024  # what a body may hold besides the file: boundaries, the key
 # The file is hashed and written a block at a time on a thread, while the next block arrives.
 BLOCK_BYTES = 256 * 1024
 
@@ -67,8 +69,12 @@ class _Reader:
         self._digest = hashlib.sha256()
         self._block = bytearray()
         self.too_large = False
+        self.parts = 0
 
     def on_part_begin(self) -> None:
+        self.parts += 1
+        if self.parts > MAX_PARTS:
+            raise Refusal("invalid_body", f"Send at most {MAX_PARTS} fields with the file.")
         self._disposition, self._name, self._value = b"", "", b""
 
     def on_header_field(self, data: bytes, start: int, end: int) -> None:
@@ -85,7 +91,9 @@ class _Reader:
     def on_headers_finished(self) -> None:
         _, options = parse_options_header(self._disposition)
         self._name = options.get(b"name", b"").decode("utf-8", "replace")
-        if b"filename" in options and self._name == "file" and self._file is None:
+        if self._name == "file" and self._file is not None:
+            raise Refusal("invalid_body", "Send one file at a time.")
+        if b"filename" in options and self._name == "file":
             self.upload.filename = clean_filename(options[b"filename"].decode("utf-8",
                                                                               "replace"))
             self.upload.path = self.folder / f"{uuid.uuid4().hex}.part"
@@ -145,20 +153,26 @@ async def read_upload(request: Request, folder: Path, limit: int) -> Upload:
     if content_type != b"multipart/form-data" or not boundary:
         raise Refusal("invalid_body", "Send the file as multipart/form-data, with a client_key "
                                       "field and a file field.")
+    if len(boundary) > 200:
+        raise Refusal("invalid_body", "The multipart boundary is too long.")
     declared = request.headers.get("content-length", "")
     too_large = Refusal("upload_too_large", f"That file is larger than {limit / 2**20:g} MiB,"
                                             " the most one attachment may be.")
-    if declared.isascii() and declared.isdigit() and int(declared) > limit + 64 * 1024:
+    if declared.isascii() and declared.isdigit() and int(declared) > limit + ENVELOPE_BYTES:
         raise too_large
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     reader = _Reader(folder, limit)
-    parser = MultipartParser(boundary, {  # type: ignore[arg-type]
-        name: getattr(reader, name) for name in (
-            "on_part_begin", "on_part_data", "on_part_end", "on_header_field",
-            "on_header_value", "on_header_end", "on_headers_finished")})
     storing: asyncio.Future[None] | None = None
+    received = 0
     try:
+        parser = MultipartParser(boundary, {  # type: ignore[arg-type]
+            name: getattr(reader, name) for name in (
+                "on_part_begin", "on_part_data", "on_part_end", "on_header_field",
+                "on_header_value", "on_header_end", "on_headers_finished")})
         async for chunk in request.stream():
+            received += len(chunk)
+            if received > limit + ENVELOPE_BYTES:
+                raise too_large
             parser.write(chunk)
             if reader.too_large:
                 raise too_large

@@ -7,6 +7,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import time
 import uuid
 from decimal import Decimal
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pypdf
 import pytest
 
-from studio import money
+from studio import invoices, money, profiles
 from studio.audit import audit_file
 from studio.db import MIGRATIONS, in_transaction, prepare
 from tests.conftest import (
@@ -106,6 +107,9 @@ BAD_DRAFTS = [
     ("tax over 100", draft_body(line_items=[{"description": "a", "quantity": "1",
                                              "unit_price": "5", "tax_rate": "100.5"}])),
     ("line not an object", draft_body(line_items=["a"])),
+    ("a total past what any sum can hold", draft_body(currency="KWD", line_items=[
+        {"description": "a", "quantity": "999999999999.999999",
+         "unit_price": "999999999999.999999", "tax_rate": "100"}] * 60)),
     ("no description", draft_body(line_items=[{"quantity": "1", "unit_price": "5"}])),
 ]
 
@@ -383,6 +387,34 @@ def test_invoices_made_before_part_two_keep_their_numbers_and_count_as_issued(tm
     assert audit_file(path) == []
     with pytest.raises(sqlite3.IntegrityError):
         execute(path, "UPDATE invoices SET total = '1' WHERE id = 'i1'")
+
+
+def test_an_old_number_that_reads_like_a_series_is_continued_never_repeated(tmp_path) -> None:
+    path = tmp_path / "old.db"
+    year = time.gmtime().tm_year
+    old = sqlite3.connect(path, isolation_level=None)
+    for script in MIGRATIONS[:2]:
+        assert isinstance(script, str)
+        old.executescript(script)
+    old.execute("PRAGMA user_version = 2")
+    old.execute("INSERT INTO actors VALUES ('a1', 'old@example.com', 'x', 0)")
+    old.execute("INSERT INTO invoices (id, owner_id, number, customer, currency, total, due_date,"
+                " line_items) VALUES ('i7', 'a1', ?, 'Acme', 'EUR', '1.00', '2026-01-01', ?)",
+                (f"INV-{year}-0007", json.dumps([{"description": "Tea", "quantity": 1,
+                                                   "unit_price": "1.00"}])))
+    old.close()
+    prepare(path)
+    db = sqlite3.connect(path, isolation_level=None)
+    db.row_factory = sqlite3.Row
+    try:
+        def issue_one(db: sqlite3.Connection) -> str:
+            profiles.save(db, "a1", {"name": "Old Co", "address": "", "vat_id": ""})
+            draft, _ = invoices.create_draft(db, "a1", invoices.parse_draft(draft_body()), None)
+            return invoices.issue(db, "a1", draft["id"], "r1", 1)[0]["number"]
+        assert in_transaction(db, issue_one) == f"INV-{year}-0008"
+    finally:
+        db.close()
+    assert audit_file(path) == []
 
 
 def run_audit(db_path: Any) -> subprocess.CompletedProcess[str]:

@@ -47,9 +47,14 @@ async def upload(request: Request) -> Response:
         created = False
         if listed is None:
             await asyncio.to_thread(store.place, received, actor.id)
-            listed, created = await studio.db.write(
-                attachments.bind, actor.id, invoice_id, client_key, received, content_type,
-                store)
+            try:
+                listed, created = await studio.db.write(
+                    attachments.bind, actor.id, invoice_id, client_key, received,
+                    content_type, store)
+            except Refusal:  # issued, deleted or bound meanwhile: leave no file behind
+                await studio.db.write(attachments.unnamed, store,
+                                      [(actor.id, received.sha256)])
+                raise
     finally:
         received.discard()
     if answer_kind(request) == "fragment":
@@ -65,7 +70,7 @@ async def attachment_list(request: Request) -> Response:
 async def _list_of(request: Request, invoice_id: str) -> Response:
     actor = await current_actor(request)
     invoice = await invoices.get_invoice(studio_of(request).db, actor, invoice_id)
-    return render(request, "_attachments.html", {"invoice": invoice})
+    return render(request, "_attachments.html", {"invoice": invoice, "oob": True})
 
 
 async def _owned(request: Request) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from itertools import zip_longest
@@ -170,7 +171,8 @@ async def _issued_document(request: Request) -> dict[str, Any]:
 async def invoice_pdf(request: Request) -> Response:
     invoice = await _issued_document(request)
     name = re.sub(r"[^A-Za-z0-9._-]", "_", invoice["number"]) + ".pdf"
-    return Response(documents.render_pdf(invoice), media_type="application/pdf", headers={
+    pdf = await asyncio.to_thread(documents.render_pdf, invoice)  # long invoices take a while
+    return Response(pdf, media_type="application/pdf", headers={
         "Content-Disposition": f'inline; filename="{name}"', **PRIVATE})
 
 

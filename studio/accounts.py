@@ -50,7 +50,7 @@ def check_password(password: str) -> None:
         raise AccountError(f"The password must be at most {MAX_PASSWORD} characters.")
 
 
-def _actor_id(db: sqlite3.Connection, email: str) -> str:
+def actor_of(db: sqlite3.Connection, email: str) -> str:
     row = db.execute("SELECT id FROM actors WHERE email = ?", (email,)).fetchone()
     if row is None:
         raise AccountError(f"There is no account for {email}; `studio users list` shows them.")
@@ -85,7 +85,7 @@ def disable(db: sqlite3.Connection, email: str, now: float | None = None) -> tup
     """Disable an account at once: every session ends and every open or proposed lease
     expires (reason `account_disabled`). Returns (sessions ended, leases expired)."""
     now = clock(now)
-    actor_id = _actor_id(db, email)
+    actor_id = actor_of(db, email)
     db.execute("UPDATE actors SET disabled_at = COALESCE(disabled_at, ?) WHERE id = ?",
                (now, actor_id))
     expiring = db.execute(
@@ -109,7 +109,7 @@ def change_password(db: sqlite3.Connection, email: str, password_hash: str,
     """A new password; every existing session ends (its live leases expire). Returns how
     many sessions ended."""
     now = clock(now)
-    actor_id = _actor_id(db, email)
+    actor_id = actor_of(db, email)
     db.execute("UPDATE actors SET password_hash = ? WHERE id = ?", (password_hash, actor_id))
     return _end_sessions(db, actor_id, "password_changed", now)
 

@@ -234,6 +234,52 @@ def audit(args: argparse.Namespace) -> None:
           " every credit is within its invoice")
 
 
+def import_file(args: argparse.Namespace) -> None:
+    from studio.db import in_transaction
+    from studio.imports import ImportError_, import_drafts, read_file
+
+    settings = _settings(args)
+    logs.configure(settings.log_format)
+    try:
+        planned = read_file(Path(args.file))
+        email = accounts.normal_email(args.owner)
+        db = _store(settings)
+        try:
+            owner = in_transaction(db, accounts.actor_of, email)
+            if args.dry_run:  # every check runs; the rollback writes nothing
+                try:
+                    in_transaction(db, _rehearse, owner, planned)
+                except _DryRun as rehearsed:
+                    outcome = rehearsed.outcome
+            else:
+                outcome = in_transaction(db, import_drafts, owner, planned)
+        finally:
+            db.close()
+    except ImportError_ as error:
+        for problem in error.problems[:50]:
+            print(problem, file=sys.stderr)
+        raise CommandError(f"Nothing was imported: {len(error.problems)} problem(s) in "
+                           f"{args.file}.") from None
+    except accounts.AccountError as error:
+        raise CommandError(str(error)) from None
+    verb = "Would import" if args.dry_run else "Imported"
+    print(f"{verb} {outcome.made} new draft(s) for {email}; {outcome.already} were imported "
+          "before and stay as they are.")
+
+
+class _DryRun(Exception):
+    """Carries a rehearsed import's outcome out of its transaction, which then rolls back."""
+
+    def __init__(self, outcome: object) -> None:
+        self.outcome = outcome
+
+
+def _rehearse(db: sqlite3.Connection, owner: str, planned: list) -> None:
+    from studio.imports import import_drafts
+
+    raise _DryRun(import_drafts(db, owner, planned))
+
+
 # --- the command line -------------------------------------------------------------------------
 
 
@@ -304,6 +350,18 @@ def parser() -> argparse.ArgumentParser:
                       "hash, every credit within its invoice")
     _db_option(audit_command)
     audit_command.set_defaults(run=audit)
+
+    import_command = commands.add_parser(
+        "import", help="drafts from a CSV or JSON file, all or nothing; twice is once")
+    import_command.add_argument("file", metavar="FILE", help="a .csv with the header "
+                                "external_id,customer,currency,due_date,description,quantity,"
+                                "unit_price,tax_rate, or a .json list of drafts")
+    import_command.add_argument("--owner", required=True, metavar="EMAIL",
+                                help="the account the drafts belong to")
+    import_command.add_argument("--dry-run", action="store_true",
+                                help="check everything and say what would be made; write nothing")
+    _db_option(import_command)
+    import_command.set_defaults(run=import_file)
     return top
 
 

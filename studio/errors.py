@@ -14,6 +14,7 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "lease_not_found": (404, "That request does not exist or is not yours."),
     "method_not_allowed": (405, "This address does not accept that method."),
     "request_id_conflict": (409, "The request ID already belongs to different input."),
+    "import_conflict": (409, "That external id was imported before with other content."),
     "lease_expired": (
         409, "The deadline passed: nothing was written. Ask again for new proposals."),
     "lease_open": (409, "The proposals are still being written; wait for them before applying."),

@@ -171,8 +171,10 @@ def _some(db: sqlite3.Connection, actor_id: str, invoice_ids: list[str]) -> list
 
 
 def create_draft(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any],
-                 request_id: str | None, now: float | None = None) -> tuple[dict, bool]:
-    """A new draft, once per request id: a lost reply makes one draft, not two."""
+                 request_id: str | None, now: float | None = None, binding: str = "draft"
+                 ) -> tuple[dict, bool]:
+    """A new draft, once per request id (an import's external id is one too): a lost reply
+    makes one draft, not two."""
     now = clock(now)
 
     def make(invoice_id: str) -> None:
@@ -188,7 +190,7 @@ def create_draft(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any],
         make(invoice_id)
     else:
         invoice_id, created = bindings.once(
-            db, actor_id, "draft", request_id, bindings.fingerprint(fields), make, now)
+            db, actor_id, binding, request_id, bindings.fingerprint(fields), make, now)
     row = db.execute("SELECT * FROM invoices WHERE id = ?", (invoice_id,)).fetchone()
     return as_json(db, row), created
 

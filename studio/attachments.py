@@ -20,7 +20,7 @@ from typing import Any
 
 import filetype
 
-from studio import bindings
+from studio import bindings, logs
 from studio.db import Database, clock
 from studio.errors import Refusal
 from studio.uploads import Upload
@@ -124,6 +124,8 @@ def bind(db: sqlite3.Connection, actor_id: str, invoice_id: str, client_key: str
             (attachment_id, actor_id, invoice_id, upload.filename, content_type, upload.size,
              upload.sha256, now))
         _touch_draft(db, invoice_id, now)
+        logs.state_change("attachment", attachment_id, actor_id, None, "attached", "uploaded",
+                          invoice_id=invoice_id)
         # A delete or sweep that ran between placing and binding may have removed the file:
         # it is put back while the write lock keeps both out.
         if not store.path_of(actor_id, upload.sha256).exists():
@@ -162,6 +164,8 @@ def remove(db: sqlite3.Connection, actor_id: str, attachment_id: str, store: Fil
     draft_of(db, actor_id, row["invoice_id"])
     db.execute("DELETE FROM attachments WHERE id = ?", (attachment_id,))
     _touch_draft(db, row["invoice_id"], clock(None))
+    logs.state_change("attachment", attachment_id, actor_id, "attached", "deleted", "deleted",
+                      invoice_id=row["invoice_id"])
     db.execute("DELETE FROM request_bindings WHERE actor_id = ? AND kind = 'attachment'"
                " AND target_id = ?", (actor_id, attachment_id))
     _unlink_if_unnamed(db, store, actor_id, row["sha256"])

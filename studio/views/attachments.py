@@ -8,7 +8,7 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 
-from studio import attachments, bindings, invoices
+from studio import attachments, bindings, invoices, metrics
 from studio.attachments import FileStore
 from studio.errors import Refusal
 from studio.uploads import read_upload
@@ -57,6 +57,8 @@ async def upload(request: Request) -> Response:
                 raise
     finally:
         received.discard()
+    if created:
+        metrics.uploads_total.inc()
     if answer_kind(request) == "fragment":
         return await attachment_list(request)
     return JSONResponse(listed, status_code=201 if created else 200, headers=PRIVATE)

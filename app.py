@@ -15,15 +15,23 @@ from starlette.templating import Jinja2Templates
 
 from studio import web
 from studio.auth import Sessions
-from studio.browser import CrossOriginGuard
+from studio.browser import ClientTimeout, CrossOriginGuard
 from studio.config import Settings, from_environment, signing_key
 from studio.db import Database
 from studio.demo import ensure_demo
 from studio.memo import Memo
 from studio.providers import Provider, Providers
+from studio.throttle import Limits
 from studio.worker import Worker, sweep
 
 HERE = Path(__file__).resolve().parent
+
+
+def sessions_for(db: Database, settings: Settings) -> Sessions:
+    limits = Limits(settings.signin_window_seconds, settings.signin_failures_per_pair,
+                    settings.signin_failures_per_address, settings.signin_failures_per_email)
+    return Sessions(db, signing_key(settings), idle_seconds=settings.session_idle_seconds,
+                    max_seconds=settings.session_max_seconds, limits=limits)
 
 
 def create_app(settings: Settings | None = None, providers: dict[str, Provider] | None = None
@@ -38,7 +46,7 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
         known = Providers(settings, providers)
         worker = Worker(db, known, settings)
         app.state.studio = web.Studio(
-            settings=settings, db=db, sessions=Sessions(db, signing_key(settings)),
+            settings=settings, db=db, sessions=sessions_for(db, settings),
             providers=known, worker=worker if settings.embedded_worker else None,
             templates=Jinja2Templates(directory=HERE / "templates"), memo=Memo(db),
         )
@@ -46,7 +54,7 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
         if settings.embedded_worker:
             background.append(asyncio.create_task(worker.run()))
         if settings.sweeper:
-            background.append(asyncio.create_task(sweep(db)))
+            background.append(asyncio.create_task(sweep(db, settings)))
         try:
             yield
         finally:
@@ -61,6 +69,7 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             Route("/login", web.login_page, methods=["GET"]),
             Route("/login", web.login, methods=["POST"]),
             Route("/logout", web.logout, methods=["POST"]),
+            Route("/logout/everywhere", web.logout, methods=["POST"]),
             Route("/invoices", web.invoice_list, methods=["GET"]),
             Route("/invoices/{invoice_id}", web.invoice_page, methods=["GET"]),
             Route("/review", web.review, methods=["GET"]),
@@ -70,7 +79,8 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             Route("/leases/{lease_id}/cancel", web.cancel_lease, methods=["POST"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ],
-        middleware=[Middleware(CrossOriginGuard)],
+        middleware=[Middleware(ClientTimeout, seconds=settings.client_timeout_seconds),
+                    Middleware(CrossOriginGuard)],
         exception_handlers=web.EXCEPTION_HANDLERS,
         lifespan=lifespan,
     )

@@ -66,8 +66,8 @@ def seed_actor(db_path: Path, invoices: int) -> tuple[Actor, list[str]]:
     with db:
         db.execute("BEGIN")
         db.execute("INSERT INTO actors VALUES (?, ?, 'x', ?)", (actor.id, actor.email, time.time()))
-        db.execute("INSERT INTO sessions VALUES (?, ?, ?)", (actor.session_id, actor.id,
-                                                              time.time()))
+        db.execute("INSERT INTO sessions (id, actor_id, created_at) VALUES (?, ?, ?)",
+                   (actor.session_id, actor.id, time.time()))
         db.executemany(
             "INSERT INTO invoices (id, owner_id, number, customer, currency, total, due_date,"
             " line_items) VALUES (?, ?, ?, 'Bench Ltd', 'EUR', '100.00', '2030-01-01', ?)",

@@ -7,7 +7,7 @@ import asyncio
 import logging
 import signal
 
-from studio.config import from_environment
+from studio.config import from_environment, signing_key
 
 
 def serve(host: str, port: int, demo: bool) -> None:
@@ -16,8 +16,12 @@ def serve(host: str, port: int, demo: bool) -> None:
     from app import create_app
 
     settings = from_environment().with_changes(demo=demo)
+    signing_key(settings)  # a readable key file stops the start here, with how to fix it
+    # Bounds on what one client may hold: a header block, a connection idling between requests,
+    # and connections in all (past it, 503). A front proxy should add more: see README.
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info",
-                access_log=False)
+                access_log=False, h11_max_incomplete_event_size=16 * 1024,
+                limit_concurrency=settings.max_connections, timeout_keep_alive=5)
 
 
 async def _work() -> None:

@@ -8,6 +8,7 @@ BEGIN. Writes take `BEGIN IMMEDIATE`, which is what holds when two processes sha
 from __future__ import annotations
 
 import itertools
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -121,15 +122,46 @@ MIGRATIONS: list[str] = [
     CREATE INDEX tasks_waiting ON tasks(lease_id, position)
         WHERE status IN ('pending', 'running');
     """,
+    # Hardening: sessions end when idle (last_seen_at, NULL until first touched), sign-out
+    # everywhere finds an actor's sessions, and claims take turns between actors.
+    """
+    ALTER TABLE sessions ADD COLUMN last_seen_at REAL;
+    CREATE INDEX sessions_actor ON sessions(actor_id);
+    CREATE TABLE actor_turns (
+        actor_id TEXT PRIMARY KEY REFERENCES actors(id),
+        turn INTEGER NOT NULL                -- larger: this actor's task was claimed later
+    );
+    """,
 ]
+
+OWNER_ONLY = 0o600
+
+
+def owner_only(path: Path) -> None:
+    """The database, its WAL and shared-memory files hold password hashes and every invoice:
+    readable by their owner only. SQLite gives -wal and -shm the mode of the main file."""
+    if not path.exists():
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, OWNER_ONLY))
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            if file.stat().st_mode & 0o077:
+                file.chmod(OWNER_ONLY)
+        except FileNotFoundError:
+            pass
 
 
 def prepare(path: Path) -> None:
-    """Create the file if needed, switch it to WAL and apply pending migrations."""
-    db = sqlite3.connect(path, isolation_level=None)
-    _set_up(db)
+    """Create the file if needed (owner only), switch it to WAL and apply pending migrations."""
+    # The umask covers the files SQLite creates beside it; changed only while they appear.
+    previous = os.umask(0o077)
     try:
+        owner_only(path)
+        db = sqlite3.connect(path, isolation_level=None)
+        _set_up(db)
         db.execute("PRAGMA journal_mode = WAL")
+    finally:
+        os.umask(previous)
+    try:
         db.execute("BEGIN IMMEDIATE")
         try:
             version = db.execute("PRAGMA user_version").fetchone()[0]

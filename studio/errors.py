@@ -18,6 +18,8 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "lease_rejected": (409, "This request was cancelled; nothing can be applied from it."),
     "lease_failed": (409, "No proposal could be made for this request; nothing can be applied."),
     "lease_not_cancelable": (409, "This request has already ended and cannot be cancelled."),
+    "request_timeout": (
+        408, "The request body stopped arriving before it was complete; send it again."),
     "body_too_large": (413, "The request body is too large."),
     "invalid_body": (422, "The request body is not valid."),
     "invalid_request_id": (422, "The request ID must be 1 to 100 characters."),
@@ -26,6 +28,11 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "too_many_tasks": (
         422, "That request makes too many tasks; choose fewer invoices, providers or candidates."),
     "invalid_choice": (422, "A chosen proposal does not belong to that invoice in this request."),
+    "too_many_attempts": (
+        429, "Too many failed sign-ins. Wait a few minutes, then try again."),
+    "too_many_open_tasks": (
+        429, "You have too many proposals still being written. Wait for some to finish, or"
+             " cancel a request, then submit again."),
     "database_busy": (503, "The studio is busy; try again in a moment."),
 }
 
@@ -33,10 +40,12 @@ REFUSALS: dict[str, tuple[int, str]] = {
 class Refusal(Exception):
     """A request the studio refuses, with its code, HTTP status and message."""
 
-    def __init__(self, code: str, message: str | None = None) -> None:
+    def __init__(self, code: str, message: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
         self.code = code
         self.status, default = REFUSALS[code]
         self.message = message or default
+        self.headers = headers or {}  # e.g. Retry-After, or Connection: close after a stall
         super().__init__(f"{code}: {self.message}")
 
     def as_json(self) -> dict[str, str]:

@@ -20,7 +20,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from studio.auth import Actor
+from studio.auth import Actor, delete_session, expired_sessions, sessions_of
 from studio.db import Database, clock
 from studio.errors import Refusal
 from studio.purposes import PURPOSES
@@ -184,24 +184,46 @@ def any_due(db: sqlite3.Connection, now: float) -> bool:
     ).fetchone() is not None
 
 
-def end_session(db: sqlite3.Connection, session_id: str, now: float | None = None) -> int:
-    """Sign-out: delete the session and expire the live leases it opened (invariant 6)."""
+def end_session(db: sqlite3.Connection, session_id: str, now: float | None = None,
+                reason: str = "signed_out") -> int:
+    """Sign-out (or a session's expiry): delete the session and expire the live leases it
+    opened (invariant 6)."""
     now = clock(now)
-    db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+    delete_session(db, session_id)
     ended = [
         row[0]
         for row in db.execute(
-            "UPDATE leases SET status = 'expired', ended_at = ?, ended_reason = 'signed_out'"
+            "UPDATE leases SET status = 'expired', ended_at = ?, ended_reason = ?"
             " WHERE session_id = ? AND status IN ('open', 'proposed') RETURNING id",
-            (now, session_id),
+            (now, reason, session_id),
         )
     ]
     db.executemany(
         "INSERT INTO lease_events (lease_id, kind, detail, created_at)"
-        " VALUES (?, 'expired', 'signed_out', ?)",
-        [(lease_id, now) for lease_id in ended],
+        " VALUES (?, 'expired', ?, ?)",
+        [(lease_id, reason, now) for lease_id in ended],
     )
     return len(ended)
+
+
+def end_every_session(db: sqlite3.Connection, actor_id: str,
+                      now: float | None = None) -> tuple[int, int]:
+    """Sign out everywhere: every session of the actor ends, with its live leases.
+    Returns (sessions ended, leases expired)."""
+    now = clock(now)
+    sessions = sessions_of(db, actor_id)
+    return len(sessions), sum(end_session(db, session_id, now) for session_id in sessions)
+
+
+def end_expired_sessions(db: sqlite3.Connection, idle_seconds: float, max_seconds: float,
+                         now: float | None = None) -> int:
+    """The sweeper's share of session expiry: an expired session ends like a sign-out, its
+    live leases expired with reason `session_expired`. Returns how many sessions ended."""
+    now = clock(now)
+    expired = expired_sessions(db, now, idle_seconds, max_seconds)
+    for session_id in expired:
+        end_session(db, session_id, now, reason="session_expired")
+    return len(expired)
 
 
 def _own_lease(db: sqlite3.Connection, lease_id: str, actor_id: str) -> sqlite3.Row | None:
@@ -312,6 +334,10 @@ async def cancel_lease(db: Database, actor: Actor, lease_id: str) -> dict:
 
 async def expire_session(db: Database, session_id: str) -> int:
     return await db.write(end_session, session_id)
+
+
+async def sign_out_everywhere(db: Database, actor: Actor) -> tuple[int, int]:
+    return await db.write(end_every_session, actor.id)
 
 
 # --- reading ---------------------------------------------------------------------------------

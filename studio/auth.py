@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import os
 import secrets
 import sqlite3
 import time
@@ -23,8 +24,12 @@ from studio.throttle import Limits, SignInThrottle
 SESSION_COOKIE = "studio_session"
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 hasher = PasswordHasher()
-# Each argon2 check takes 64 MiB and a core's worth of time: two at once bound both.
-PASSWORD_CHECKS_AT_ONCE = 2
+# Each argon2 check takes 64 MiB and, with its four lanes, up to four cores: half the cores'
+# worth at once bounds the memory and leaves the event loop a core.
+PASSWORD_CHECKS_AT_ONCE = max(1, (os.cpu_count() or 2) // 2)
+# A throttled sign-in is answered after this pause: a flood's connections then cost a
+# request a second each instead of a busy loop answering 429s as fast as they come.
+REFUSED_SIGN_IN_PAUSE_S = 1.0
 # A session's last use is written at most this often, so a poll is not a write.
 TOUCH_EVERY_S = 60.0
 # Verifying against this keeps an unknown email as slow as a wrong password.
@@ -89,7 +94,11 @@ class Sessions:
         if not isinstance(email, str) or not isinstance(password, str) or len(password) > 1024:
             raise Refusal("invalid_credentials")
         email = email.strip().lower()
-        self.throttle.check(email, address)
+        try:
+            self.throttle.check(email, address)
+        except Refusal:
+            await asyncio.sleep(REFUSED_SIGN_IN_PAUSE_S)
+            raise
         row = await self.db.read(_actor_by_email, email)
         matched = await self.verify_password(
             row["password_hash"] if row else _NOBODY_HASH, password)

@@ -13,7 +13,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from studio import web
+from studio import attachments, web
 from studio.auth import Sessions
 from studio.browser import ClientTimeout, CrossOriginGuard
 from studio.config import Settings, from_environment, signing_key
@@ -22,6 +22,9 @@ from studio.demo import ensure_demo
 from studio.memo import Memo
 from studio.providers import Provider, Providers
 from studio.throttle import Limits
+from studio.views import attachments as attachment_views
+from studio.views import invoices as invoice_views
+from studio.views import profile as profile_views
 from studio.worker import Worker, sweep
 
 HERE = Path(__file__).resolve().parent
@@ -55,6 +58,8 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             background.append(asyncio.create_task(worker.run()))
         if settings.sweeper:
             background.append(asyncio.create_task(sweep(db, settings)))
+            background.append(asyncio.create_task(
+                attachments.sweep_forever(db, attachments.FileStore(settings.files))))
         try:
             yield
         finally:
@@ -70,9 +75,35 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             Route("/login", web.login, methods=["POST"]),
             Route("/logout", web.logout, methods=["POST"]),
             Route("/logout/everywhere", web.logout, methods=["POST"]),
-            Route("/invoices", web.invoice_list, methods=["GET"]),
-            Route("/invoices/{invoice_id}", web.invoice_page, methods=["GET"]),
+            Route("/invoices", invoice_views.invoice_list, methods=["GET"]),
+            Route("/invoices", invoice_views.create_invoice, methods=["POST"]),
+            Route("/invoices/new", invoice_views.new_invoice_page, methods=["GET"]),
+            Route("/invoices/totals", invoice_views.totals_preview, methods=["GET"]),
+            Route("/invoices/line", invoice_views.blank_line, methods=["GET"]),
+            Route("/invoices/{invoice_id}.pdf", invoice_views.invoice_pdf, methods=["GET"]),
+            Route("/invoices/{invoice_id}", invoice_views.invoice_page, methods=["GET"]),
+            Route("/invoices/{invoice_id}", invoice_views.edit_invoice, methods=["PATCH"]),
+            Route("/invoices/{invoice_id}", invoice_views.delete_invoice, methods=["DELETE"]),
+            Route("/invoices/{invoice_id}/edit", invoice_views.edit_invoice, methods=["POST"]),
+            Route("/invoices/{invoice_id}/delete", invoice_views.delete_invoice,
+                  methods=["POST"]),
+            Route("/invoices/{invoice_id}/issue", invoice_views.issue_review, methods=["GET"]),
+            Route("/invoices/{invoice_id}/issue", invoice_views.issue_invoice, methods=["POST"]),
+            Route("/invoices/{invoice_id}/credit-note", invoice_views.credit_note,
+                  methods=["POST"]),
+            Route("/invoices/{invoice_id}/document", invoice_views.printable, methods=["GET"]),
+            Route("/invoices/{invoice_id}/attachments", attachment_views.upload,
+                  methods=["POST"]),
+            Route("/invoices/{invoice_id}/attachments", attachment_views.attachment_list,
+                  methods=["GET"]),
+            Route("/attachments/{attachment_id}", attachment_views.download, methods=["GET"]),
+            Route("/attachments/{attachment_id}", attachment_views.delete, methods=["DELETE"]),
+            Route("/attachments/{attachment_id}/preview", attachment_views.preview,
+                  methods=["GET"]),
+            Route("/settings", profile_views.settings_page, methods=["GET"]),
+            Route("/settings", profile_views.save_settings, methods=["POST"]),
             Route("/review", web.review, methods=["GET"]),
+            Route("/leases", web.lease_list, methods=["GET"]),
             Route("/leases", web.submit_lease, methods=["POST"]),
             Route("/leases/{lease_id}", web.lease_status, methods=["GET"]),
             Route("/leases/{lease_id}/apply", web.apply_lease, methods=["POST"]),

@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx
 
+from bench import issuing
 from studio import intents, leases
 from studio.auth import Actor
 from studio.config import Settings
@@ -51,6 +52,8 @@ TARGETS: dict[str, tuple[str, float]] = {
     "same_id_leases": ("==", 1),
     "rss_mb_200_pollers": ("<=", 200),
     "poll_under_login_flood_ratio": ("<=", 2.0),
+    "issue_ratio": ("<=", 1.5),
+    "issue_2proc_gapless": ("==", True),
 }
 
 
@@ -70,10 +73,12 @@ def seed_actor(db_path: Path, invoices: int) -> tuple[Actor, list[str]]:
         db.execute("INSERT INTO sessions (id, actor_id, created_at) VALUES (?, ?, ?)",
                    (actor.session_id, actor.id, time.time()))
         db.executemany(
-            "INSERT INTO invoices (id, owner_id, number, customer, currency, total, due_date,"
-            " line_items) VALUES (?, ?, ?, 'Bench Ltd', 'EUR', '100.00', '2030-01-01', ?)",
+            "INSERT INTO invoices (id, owner_id, status, number, customer, currency, net, tax,"
+            " total, due_date, line_items) VALUES (?, ?, 'issued', ?, 'Bench Ltd', 'EUR',"
+            " '100.00', '0.00', '100.00', '2030-01-01', ?)",
             [(invoice_id, actor.id, f"B-{n:04d}",
-              json.dumps([{"description": "Work", "quantity": 1, "unit_price": "100.00"}]))
+              json.dumps([{"description": "Work", "quantity": "1", "unit_price": "100.00",
+                           "tax_rate": "0"}]))
              for n, invoice_id in enumerate(invoice_ids)],
         )
         db.execute("COMMIT")
@@ -104,8 +109,8 @@ def raw_create(db: sqlite3.Connection, actor: Actor, request: intents.LeaseReque
         (lease_id, actor.id, actor.session_id, intent.purpose, "{}", now + 90, now, len(plan)),
     )
     db.execute(
-        "INSERT INTO request_bindings (actor_id, request_id, fingerprint, lease_id, created_at)"
-        " VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO request_bindings (actor_id, kind, request_id, fingerprint, target_id,"
+        " created_at) VALUES (?, 'lease', ?, ?, ?, ?)",
         (actor.id, request.request_id, intent.fingerprint(), lease_id, now),
     )
     db.executemany(
@@ -418,7 +423,7 @@ def bench_http(work: Path, seconds: float) -> dict[str, Any]:
         conn = sqlite3.connect(db_path)
         out["same_id_leases"] = conn.execute(
             "SELECT COUNT(DISTINCT leases.id) FROM leases JOIN request_bindings"
-            " ON request_bindings.lease_id = leases.id WHERE request_bindings.request_id = ?",
+            " ON request_bindings.target_id = leases.id WHERE request_bindings.request_id = ?",
             (same["request_id"],),
         ).fetchone()[0]
         conn.close()
@@ -534,6 +539,30 @@ def bench_login_flood(work: Path, seconds: float, root: Path = ROOT,
         f"{prefix}_worker_tasks_per_s": flooded["worker_tasks_per_s"],
         f"{prefix}_worker_idle_tasks_per_s": idle["worker_tasks_per_s"],
     }
+# --- issuing: the transaction and two processes ----------------------------------------------
+
+
+def bench_issuing(work: Path, rounds: int, drafts: int) -> dict[str, Any]:
+    out = asyncio.run(issuing.bench_issue(work, rounds))
+    db_path = work / "issue-http.db"
+    issuing.seed_http(db_path, drafts)
+    env = studio_env(db_path)
+    servers = [Process(f"studio serve {n}", ["-m", "studio.cli", "serve"], env,
+                       work / f"issue-{n}.log") for n in (1, 2)]
+    try:
+        out.update(issuing.bench_issue_http(work, servers, db_path, issuing_drafts(db_path)))
+    finally:
+        for server in servers:
+            server.stop()
+    return out
+
+
+def issuing_drafts(db_path: Path) -> list[str]:
+    db = sqlite3.connect(db_path)
+    try:
+        return [row[0] for row in db.execute("SELECT id FROM invoices WHERE status = 'draft'")]
+    finally:
+        db.close()
 
 
 # --- the report ----------------------------------------------------------------------------
@@ -572,6 +601,18 @@ def print_table(results: dict[str, Any]) -> None:
     print("\nrequests/s: " + ", ".join(
         f"{name} {results[f'{name}_rps']:.0f}" for name in
         ("bare_get", "poll_json", "poll_fragment", "bare_post", "replay", "submit_new")))
+    print(f"issues/s from two processes, 16 clients: {results['issue_rps_2proc']:.0f}"
+          f" (gapless: {results['issue_2proc_gapless']})")
+
+
+def install_wrk() -> None:
+    """The load generator, installed from Debian's packages when it is missing."""
+    if shutil.which("wrk") is not None:
+        return
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run([*sudo, "apt-get", "update", "-qq"], check=True, env=env)
+    subprocess.run([*sudo, "apt-get", "install", "-y", "-qq", "wrk"], check=True, env=env)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -589,6 +630,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is needed for the HTTP figures: apt-get install wrk")
+    install_wrk()
     quick = args.quick
     results: dict[str, Any] = {**machine(), "quick": quick}
     steps: list[tuple[str, Callable[[Path], dict[str, Any]]]] = [
@@ -599,6 +641,7 @@ def main(argv: list[str] | None = None) -> None:
         ("login flood", lambda w: bench_login_flood(w, 4 if quick else 8)),
         ("login flood, unthrottled",
          lambda w: bench_login_flood(w, 4 if quick else 8, throttled=False)),
+        ("issuing", lambda w: bench_issuing(w, 30 if quick else 200, 200 if quick else 600)),
     ]
     with tempfile.TemporaryDirectory(prefix="studio-bench-") as folder:
         for name, step in steps:

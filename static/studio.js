@@ -65,7 +65,7 @@
       status.textContent = "Submitting…";
       var controller = new AbortController();
       var timer = setTimeout(function () { controller.abort(); }, SUBMIT_TIMEOUT_MS);
-      fetch("/leases", {
+      fetch(review.dataset.action || "/leases", {
         method: "POST",
         headers: { "Content-Type": "application/json", "Accept": "application/json" },
         body: text,
@@ -78,6 +78,13 @@
             location.assign("/leases/" + data.lease_id);
             return;
           }
+          if (reply.ok && data.number) {
+            status.textContent = "Issued as " + data.number + ".";
+            button.textContent = "Issued";
+            review.dataset.number = data.number;
+            setTimeout(function () { location.assign("/invoices/" + data.invoice_id); }, 800);
+            return;
+          }
           if (reply.status === 401) {
             location.assign("/login?next=" + encodeURIComponent(location.pathname + location.search));
             return;
@@ -86,15 +93,89 @@
           status.textContent = data.message || ("The studio answered " + reply.status + ".");
           button.disabled = reply.status >= 400 && reply.status < 500 && reply.status !== 503;
           if (button.disabled) { return; }
-          button.textContent = "Submit again";
+          button.textContent = review.dataset.again || "Submit again";
         });
       }, function () {
         status.className = "status error";
         status.textContent = "No reply - submit again; it is safe. The same request ID is sent, so nothing is made twice.";
-        button.textContent = "Submit again";
+        button.textContent = review.dataset.again || "Submit again";
         button.disabled = false;
       }).finally(function () { clearTimeout(timer); });
     });
+  }
+
+  // Attachments: the key is minted when the file is chosen, and a resend after a lost reply
+  // sends the same key and the same bytes, so the file is attached once.
+  var UPLOAD_TIMEOUT_MS = 120000;
+
+  function startAttach(section) {
+    var input = document.getElementById("attach-file");
+    var again = document.getElementById("attach-again");
+    var status = document.getElementById("attach-status");
+    var bar = document.getElementById("attach-progress");
+    var barLabel = document.getElementById("attach-progress-label");
+    var pending = null;
+
+    function say(text, bad) {
+      status.className = bad ? "status error" : "status";
+      status.textContent = text;
+    }
+
+    function send() {
+      if (!pending) { return; }
+      var form = new FormData();
+      form.append("client_key", pending.key);
+      form.append("file", pending.file, pending.file.name);
+      var xhr = new XMLHttpRequest();
+      xhr.open("POST", section.dataset.action);
+      xhr.setRequestHeader("Accept", "application/json");
+      xhr.timeout = UPLOAD_TIMEOUT_MS;
+      xhr.upload.onprogress = function (event) {
+        if (event.lengthComputable) { bar.value = Math.round(100 * event.loaded / event.total); }
+      };
+      again.hidden = true;
+      input.disabled = true;
+      bar.value = 0;
+      barLabel.hidden = false;
+      say("Sending " + pending.file.name + "…");
+      xhr.onload = function () {
+        var data = {};
+        try { data = JSON.parse(xhr.responseText); } catch (error) { data = {}; }
+        input.disabled = false;
+        if (xhr.status === 401) {
+          location.assign("/login?next=" + encodeURIComponent(location.pathname));
+          return;
+        }
+        if (xhr.status >= 200 && xhr.status < 300) {
+          say("Attached " + data.filename + ".");
+          section.dataset.lastKey = pending.key;
+          pending = null;
+          input.value = "";
+          barLabel.hidden = true;
+          htmx.ajax("GET", section.dataset.action, { target: "#attachment-list", swap: "innerHTML" });
+          return;
+        }
+        say(data.message || ("The studio answered " + xhr.status + "."), true);
+        barLabel.hidden = true;
+        again.hidden = xhr.status < 500;
+        if (xhr.status < 500) { pending = null; input.value = ""; }
+      };
+      xhr.onerror = xhr.ontimeout = function () {
+        input.disabled = false;
+        barLabel.hidden = true;
+        say("No reply - send again; it is safe. The same file goes with the same key, so it is attached once.", true);
+        again.hidden = false;
+      };
+      xhr.send(form);
+    }
+
+    input.addEventListener("change", function () {
+      if (!input.files.length) { return; }
+      pending = { key: mintId(), file: input.files[0] };
+      section.dataset.key = pending.key;
+      send();
+    });
+    again.addEventListener("click", send);
   }
 
   // Keep the person's choice of candidates while polling replaces the list.
@@ -173,8 +254,14 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () {
+    // Forms that create something carry an id minted here, so a resent form makes it once.
+    document.querySelectorAll("input[data-mint]").forEach(function (input) {
+      if (!input.value) { input.value = mintId(); }
+    });
     var review = document.getElementById("review");
     if (review) { startReview(review); }
+    var attach = document.getElementById("attach");
+    if (attach) { startAttach(attach); }
     announce();
     tick();
     setInterval(tick, 1000);

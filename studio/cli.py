@@ -46,6 +46,21 @@ async def _work() -> None:
         await db.close()
 
 
+def audit() -> int:
+    from studio.audit import audit_file
+
+    path = from_environment().db_path
+    if not path.exists():
+        print(f"no database at {path}")
+        return 2
+    found = audit_file(path)
+    for problem in found:
+        print(problem)
+    print(f"{path}: {len(found)} problem(s)" if found else f"{path}: every series is gapless, "
+          "every issued invoice matches its frozen hash, every credit is within its invoice")
+    return 1 if found else 0
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="studio", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -55,7 +70,11 @@ def main(argv: list[str] | None = None) -> None:
     serve_command.add_argument("--demo", action="store_true",
                                help="seed Ada and Ben (password studio-demo) if absent")
     commands.add_parser("worker", help="an extra worker process on the same database")
+    commands.add_parser("audit", help="check every series is gapless, every issued invoice "
+                                      "matches its frozen hash, every credit within its invoice")
     args = parser.parse_args(argv)
+    if args.command == "audit":
+        raise SystemExit(audit())
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if args.command == "serve":
         serve(args.host, args.port, args.demo)

@@ -48,6 +48,12 @@ class Settings:
     signin_failures_per_pair: int = 5
     signin_failures_per_address: int = 30
     signin_failures_per_email: int = 30
+    files_dir: Path | None = None  # attachments; None: `<db>.files/` beside the database
+    max_upload_bytes: int = 10 * 1024 * 1024
+
+    @property
+    def files(self) -> Path:
+        return self.files_dir or self.db_path.with_name(self.db_path.name + ".files")
 
     def with_changes(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -80,6 +86,9 @@ def from_environment(env: dict[str, str] | None = None) -> Settings:
             _number(env, "STUDIO_SIGNIN_FAILURES_PER_ADDRESS", 30)) or 30,
         signin_failures_per_email=int(
             _number(env, "STUDIO_SIGNIN_FAILURES_PER_EMAIL", 30)) or 30,
+        files_dir=Path(env["STUDIO_FILES"]) if env.get("STUDIO_FILES") else None,
+        max_upload_bytes=int(_number(env, "STUDIO_MAX_UPLOAD_BYTES", 10 * 1024 * 1024))
+        or 10 * 1024 * 1024,
     )
 
 

@@ -23,7 +23,7 @@ Unit = Callable[..., T]
 BUSY_TIMEOUT_MS = 30_000
 READERS = 2
 
-MIGRATIONS: list[str] = [
+MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
     # 1: the whole first schema.
     """
     CREATE TABLE actors (
@@ -122,6 +122,39 @@ MIGRATIONS: list[str] = [
     CREATE INDEX tasks_waiting ON tasks(lease_id, position)
         WHERE status IN ('pending', 'running');
     """,
+    # 3: part two. Invoices become drafts until issued, numbered from a counter row per
+    # series, frozen by triggers once issued; sellers' profiles; one binding for all intents.
+    lambda db: _invoices_of_ones_own(db),
+    # 4: attachments of drafts, frozen with the invoice when it is issued.
+    """
+    CREATE TABLE attachments (
+        id TEXT PRIMARY KEY,
+        owner_id TEXT NOT NULL REFERENCES actors(id),
+        invoice_id TEXT NOT NULL REFERENCES invoices(id),
+        filename TEXT NOT NULL,              -- as the person named it; served only encoded
+        content_type TEXT NOT NULL,          -- sniffed from the bytes, never declared
+        size INTEGER NOT NULL,
+        sha256 TEXT NOT NULL,                -- names the file in the store
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX attachments_invoice ON attachments(invoice_id, created_at);
+    CREATE INDEX attachments_bytes ON attachments(owner_id, sha256);
+    CREATE TRIGGER issued_invoice_attachments_are_frozen_insert BEFORE INSERT ON attachments
+        WHEN (SELECT status FROM invoices WHERE id = NEW.invoice_id) = 'issued'
+    BEGIN
+        SELECT RAISE(ABORT, 'invoice_frozen: an issued invoice keeps its attachments');
+    END;
+    CREATE TRIGGER issued_invoice_attachments_are_frozen_update BEFORE UPDATE ON attachments
+        WHEN (SELECT status FROM invoices WHERE id = OLD.invoice_id) = 'issued'
+    BEGIN
+        SELECT RAISE(ABORT, 'invoice_frozen: an issued invoice keeps its attachments');
+    END;
+    CREATE TRIGGER issued_invoice_attachments_are_frozen_delete BEFORE DELETE ON attachments
+        WHEN (SELECT status FROM invoices WHERE id = OLD.invoice_id) = 'issued'
+    BEGIN
+        SELECT RAISE(ABORT, 'invoice_frozen: an issued invoice keeps its attachments');
+    END;
+    """,
     # Hardening: sessions end when idle (last_seen_at, NULL until first touched), sign-out
     # everywhere finds an actor's sessions, and claims take turns between actors.
     """
@@ -133,6 +166,99 @@ MIGRATIONS: list[str] = [
     );
     """,
 ]
+
+INVOICES_V3 = """
+    CREATE TABLE invoices_v3 (
+        id TEXT PRIMARY KEY,
+        owner_id TEXT NOT NULL REFERENCES actors(id),
+        kind TEXT NOT NULL DEFAULT 'invoice' CHECK (kind IN ('invoice', 'credit_note')),
+        status TEXT NOT NULL DEFAULT 'draft' CHECK (status IN ('draft', 'issued', 'deleted')),
+        credits TEXT REFERENCES invoices(id),   -- the issued invoice a credit note corrects
+        number TEXT,                            -- given only at issue time
+        series_year INTEGER,                    -- with sequence: the place in its series;
+        sequence INTEGER,                       -- NULL for invoices numbered before part two
+        customer TEXT NOT NULL,
+        currency TEXT NOT NULL,
+        due_date TEXT NOT NULL,
+        line_items TEXT NOT NULL,               -- JSON: {description, quantity, unit_price,
+                                                --        tax_rate} as decimal strings
+        net TEXT NOT NULL,                      -- decimal strings: money stays exact
+        tax TEXT NOT NULL,
+        total TEXT NOT NULL,
+        revision INTEGER NOT NULL DEFAULT 1,
+        seller TEXT,                            -- JSON profile frozen at issue time
+        issued_at REAL,
+        frozen_sha256 TEXT,
+        created_at REAL NOT NULL DEFAULT 0,
+        updated_at REAL NOT NULL DEFAULT 0,
+        summary TEXT NOT NULL DEFAULT '',       -- the studio's note, not part of the document
+        CHECK ((status = 'issued') = (number IS NOT NULL)),
+        UNIQUE (owner_id, number),
+        UNIQUE (owner_id, kind, series_year, sequence)
+    );
+    INSERT INTO invoices_v3 (id, owner_id, status, number, customer, currency, due_date,
+                             line_items, net, tax, total, issued_at, summary)
+        SELECT id, owner_id, 'issued', number, customer, currency, due_date, line_items,
+               total, '0', total, strftime('%s', 'now'), summary FROM invoices;
+    DROP TABLE invoices;
+    ALTER TABLE invoices_v3 RENAME TO invoices;
+    CREATE INDEX invoices_owner ON invoices(owner_id, status, number);
+    CREATE INDEX invoices_credits ON invoices(credits) WHERE credits IS NOT NULL;
+    CREATE TABLE invoice_series (
+        owner_id TEXT NOT NULL REFERENCES actors(id),
+        kind TEXT NOT NULL,
+        year INTEGER NOT NULL,
+        last INTEGER NOT NULL,                  -- the last number given; the next is last + 1
+        PRIMARY KEY (owner_id, kind, year)
+    );
+    CREATE TABLE profiles (
+        actor_id TEXT PRIMARY KEY REFERENCES actors(id),
+        name TEXT NOT NULL DEFAULT '',
+        address TEXT NOT NULL DEFAULT '',
+        vat_id TEXT NOT NULL DEFAULT '',
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE request_bindings_v3 (
+        actor_id TEXT NOT NULL REFERENCES actors(id),
+        kind TEXT NOT NULL,                     -- lease, issue, draft, credit_note, ...
+        request_id TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        target_id TEXT NOT NULL,                -- what the request made
+        created_at REAL NOT NULL,
+        PRIMARY KEY (actor_id, kind, request_id)
+    );
+    INSERT INTO request_bindings_v3
+        SELECT actor_id, 'lease', request_id, fingerprint, lease_id, created_at
+          FROM request_bindings;
+    DROP TABLE request_bindings;
+    ALTER TABLE request_bindings_v3 RENAME TO request_bindings;
+"""
+
+# The database itself refuses to change or delete an issued invoice's frozen fields; the
+# summary (the studio's note) stays writable.
+FROZEN_TRIGGERS = """
+    CREATE TRIGGER issued_invoice_is_frozen
+        BEFORE UPDATE OF id, owner_id, kind, status, credits, number, series_year, sequence,
+            customer, currency, due_date, line_items, net, tax, total, revision, seller,
+            issued_at, frozen_sha256, created_at
+        ON invoices WHEN OLD.status = 'issued'
+    BEGIN
+        SELECT RAISE(ABORT, 'invoice_frozen: an issued invoice never changes');
+    END;
+    CREATE TRIGGER issued_invoice_is_kept BEFORE DELETE ON invoices WHEN OLD.status = 'issued'
+    BEGIN
+        SELECT RAISE(ABORT, 'invoice_frozen: an issued invoice is never deleted');
+    END;
+"""
+
+
+def _invoices_of_ones_own(db: sqlite3.Connection) -> None:
+    from studio.invoices import seal_legacy
+
+    _run_script(db, INVOICES_V3)
+    seal_legacy(db)  # before the triggers: it completes the rows issued before part two
+    _run_script(db, FROZEN_TRIGGERS)
+
 
 OWNER_ONLY = 0o600
 
@@ -161,21 +287,40 @@ def prepare(path: Path) -> None:
         db.execute("PRAGMA journal_mode = WAL")
     finally:
         os.umask(previous)
+    # Rebuilding a table that others reference needs foreign keys off (SQLite's own recipe);
+    # the check before COMMIT below stands in for them.
+    db.execute("PRAGMA foreign_keys = OFF")
     try:
         db.execute("BEGIN IMMEDIATE")
         try:
             version = db.execute("PRAGMA user_version").fetchone()[0]
-            for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-                for statement in script.split(";"):
-                    if statement.strip():
-                        db.execute(statement)
+            for number, migration in enumerate(MIGRATIONS[version:], start=version + 1):
+                if callable(migration):
+                    migration(db)
+                else:
+                    _run_script(db, migration)
                 db.execute(f"PRAGMA user_version = {number}")
+            # Foreign keys are off while tables are rebuilt; nothing may dangle after.
+            if db.execute("PRAGMA foreign_key_check").fetchone() is not None:
+                raise sqlite3.IntegrityError("a migration left a dangling reference")
         except BaseException:
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
     finally:
         db.close()
+
+
+def _run_script(db: sqlite3.Connection, script: str) -> None:
+    """Statements one by one inside the caller's transaction (executescript would commit).
+    A trigger body holds semicolons, so statements are split where SQLite says they end."""
+    statement = ""
+    for line in script.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            db.execute(statement)
+            statement = ""
+    assert not statement.strip(), f"an unfinished statement: {statement}"
 
 
 def clock(now: float | None) -> float:

@@ -1,18 +1,29 @@
-"""Demo data: Ada and Ben, each with a few invoices, created once if absent."""
+"""Demo data: Ada and Ben, each with a seller profile, invoices numbered before the studio
+numbered them, one issued through the studio, and a draft; created once if absent."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import time
 import uuid
 from decimal import Decimal
 
+from studio import invoices, profiles
 from studio.auth import add_actor
 from studio.db import Database
 
 DEMO_PASSWORD = "studio-demo"
 
-DEMO_INVOICES = {
+SELLERS = {
+    "ada@example.com": {"name": "Ada Lovelace Design", "address": "12 Analytical Row\nLondon",
+                        "vat_id": "GB123456789"},
+    "ben@example.com": {"name": "Ben's Repairs", "address": "4 Quay Street\nBristol",
+                        "vat_id": ""},
+}
+
+# Numbered before part two: they keep these numbers and count as issued.
+EARLIER_INVOICES = {
     "ada@example.com": [
         ("INV-1001", "Northwind Traders", "EUR", "2026-12-15", [
             ("Website redesign", 1, "2400.00"), ("Hosting, 12 months", 12, "25.00")]),
@@ -33,6 +44,22 @@ DEMO_INVOICES = {
     ],
 }
 
+# Made in the studio: (customer, currency, due date, lines with tax rates, issue it?).
+STUDIO_INVOICES = {
+    "ada@example.com": [
+        ("Lindqvist Architects", "EUR", "2027-01-31",
+         [("Brand workshop", "1", "1800.00", "19"), ("Logo files", "3", "120.00", "19")], True),
+        ("Pemberton Tea Rooms", "EUR", "2027-02-14",
+         [("Signage concepts", "2", "350.00", "19"), ("Site visit", "1", "90.00", "7")], False),
+    ],
+    "ben@example.com": [
+        ("Harbour Dental", "GBP", "2027-01-20",
+         [("Network cabling", "8", "45.00", "20"), ("Router", "1", "189.99", "20")], True),
+        ("St Anne's Library", "GBP", "2027-02-02",
+         [("Printer servicing", "3", "60.00", "20")], False),
+    ],
+}
+
 
 def _total(items: list[tuple[str, int, str]]) -> str:
     return str(sum((quantity * Decimal(price) for _, quantity, price in items), Decimal("0.00")))
@@ -40,20 +67,34 @@ def _total(items: list[tuple[str, int, str]]) -> str:
 
 def seed_demo(db: sqlite3.Connection) -> None:
     """Create the demo actors and their invoices unless they already exist."""
-    for email, invoices in DEMO_INVOICES.items():
+    now = time.time()
+    for email, earlier in EARLIER_INVOICES.items():
         if db.execute("SELECT 1 FROM actors WHERE email = ?", (email,)).fetchone():
             continue
         actor_id = add_actor(db, email, DEMO_PASSWORD)
-        db.executemany(
-            "INSERT INTO invoices (id, owner_id, number, customer, currency, total, due_date,"
-            " line_items) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (str(uuid.uuid4()), actor_id, number, customer, currency, _total(items), due,
-                 json.dumps([{"description": d, "quantity": q, "unit_price": p}
-                             for d, q, p in items]))
-                for number, customer, currency, due, items in invoices
-            ],
-        )
+        profiles.save(db, actor_id, SELLERS[email], now)
+        for number, customer, currency, due, items in earlier:
+            row = invoices.sealed_legacy(db, {
+                "id": str(uuid.uuid4()), "owner_id": actor_id, "number": number,
+                "customer": customer, "currency": currency, "total": _total(items),
+                "due_date": due, "issued_at": now, "created_at": now,
+                "line_items": json.dumps([{"description": d, "quantity": q, "unit_price": p}
+                                          for d, q, p in items]),
+            })
+            db.execute(
+                "INSERT INTO invoices (id, owner_id, status, number, customer, currency,"
+                " due_date, line_items, net, tax, total, issued_at, frozen_sha256, created_at,"
+                " updated_at) VALUES (:id, :owner_id, 'issued', :number, :customer, :currency,"
+                " :due_date, :line_items, :net, :tax, :total, :issued_at, :frozen_sha256,"
+                " :created_at, :created_at)", row)
+        for n, (customer, currency, due, lines, issue) in enumerate(STUDIO_INVOICES[email]):
+            fields = invoices.parse_draft({
+                "customer": customer, "currency": currency, "due_date": due,
+                "line_items": [{"description": d, "quantity": q, "unit_price": p,
+                                "tax_rate": r} for d, q, p, r in lines]})
+            draft, _ = invoices.create_draft(db, actor_id, fields, None, now + n)
+            if issue:
+                invoices.issue(db, actor_id, draft["id"], f"demo-{draft['id']}", 1, now + n)
 
 
 async def ensure_demo(db: Database) -> None:

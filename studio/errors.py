@@ -8,6 +8,7 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "cross_origin_request": (403, "This request came from another site and was refused."),
     "not_found": (404, "There is nothing at this address."),
     "invoice_not_found": (404, "That invoice does not exist or is not yours."),
+    "attachment_not_found": (404, "That attachment does not exist or is not yours."),
     "lease_not_found": (404, "That request does not exist or is not yours."),
     "method_not_allowed": (405, "This address does not accept that method."),
     "request_id_conflict": (409, "The request ID already belongs to different input."),
@@ -20,13 +21,27 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "lease_not_cancelable": (409, "This request has already ended and cannot be cancelled."),
     "request_timeout": (
         408, "The request body stopped arriving before it was complete; send it again."),
+    "invoice_issued": (409, "This invoice is issued; an issued invoice never changes."),
+    "draft_changed": (
+        409, "This draft changed since you opened it. Reload it and make your change again."),
+    "invoice_not_issued": (409, "This invoice is still a draft; it has no document yet."),
+    "not_creditable": (409, "A credit note cannot itself be credited; credit the invoice."),
     "body_too_large": (413, "The request body is too large."),
+    "upload_too_large": (413, "That file is too large to attach."),
+    "unsupported_media_type": (
+        415, "Attach a PDF or a photo (PNG, JPEG, WebP or HEIC); that file is none of these."),
+    "client_key_conflict": (
+        409, "That upload key already belongs to a different file. Choose the file again."),
     "invalid_body": (422, "The request body is not valid."),
     "invalid_request_id": (422, "The request ID must be 1 to 100 characters."),
+    "invalid_client_key": (422, "The client key must be 1 to 100 characters."),
     "purpose_not_allowed": (422, "That purpose is not one the studio offers."),
     "unknown_provider": (422, "That provider is not one the studio knows."),
     "too_many_tasks": (
         422, "That request makes too many tasks; choose fewer invoices, providers or candidates."),
+    "invoice_incomplete": (422, "This draft is not complete enough to issue."),
+    "credit_exceeds_invoice": (
+        422, "The credit notes of an invoice cannot come to more than its total."),
     "invalid_choice": (422, "A chosen proposal does not belong to that invoice in this request."),
     "too_many_attempts": (
         429, "Too many failed sign-ins. Wait a few minutes, then try again."),

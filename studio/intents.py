@@ -3,13 +3,13 @@ task tree in one commit. The same request twice is one request."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from studio import bindings
 from studio.auth import Actor
 from studio.db import Database, clock
 from studio.errors import Refusal
@@ -17,7 +17,6 @@ from studio.leases import record_event, timestamp
 from studio.providers import AUTO, Providers
 from studio.purposes import purpose_named
 
-MAX_REQUEST_ID = 100
 MAX_CANDIDATES = 5
 
 # One task: (invoice_id, provider, candidate).
@@ -48,8 +47,7 @@ class Intent:
     def fingerprint(self) -> str:
         """SHA-256 of the normalised request as sorted-key JSON; fields the server ignores
         (`actor_id`) and the request id itself are not part of it."""
-        text = json.dumps(self.normalised(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()
+        return bindings.fingerprint(self.normalised())
 
 
 @dataclass(frozen=True)
@@ -74,13 +72,6 @@ def _canonical_uuid(value: object) -> str:
         return str(uuid.UUID(value))
     except ValueError:
         raise Refusal("invalid_body", "Each invoice id must be a UUID.") from None
-
-
-def parse_request_id(body: dict[str, Any]) -> str:
-    request_id = body.get("request_id")
-    if not isinstance(request_id, str) or not 1 <= len(request_id) <= MAX_REQUEST_ID:
-        raise Refusal("invalid_request_id")
-    return request_id
 
 
 def parse_intent(body: dict[str, Any], providers: Providers, max_tasks: int) -> Intent:
@@ -122,7 +113,8 @@ def parse_intent(body: dict[str, Any], providers: Providers, max_tasks: int) -> 
 
 
 def parse_request(body: dict[str, Any], providers: Providers, max_tasks: int) -> LeaseRequest:
-    return LeaseRequest(parse_request_id(body), parse_intent(body, providers, max_tasks))
+    return LeaseRequest(bindings.parse_request_id(body),
+                        parse_intent(body, providers, max_tasks))
 
 
 def plan_tasks(intent: Intent, providers: list[str]) -> Plan:
@@ -149,20 +141,14 @@ def _receipt(db: sqlite3.Connection, lease_id: str) -> dict[str, Any]:
 
 def _bound(db: sqlite3.Connection, actor_id: str, request: LeaseRequest) -> dict | None:
     """What this actor's request id already made, None if nothing; 409 for other input."""
-    binding = db.execute(
-        "SELECT fingerprint, lease_id FROM request_bindings WHERE actor_id = ? AND request_id = ?",
-        (actor_id, request.request_id),
-    ).fetchone()
-    if binding is None:
-        return None
-    if binding["fingerprint"] != request.intent.fingerprint():
-        raise Refusal("request_id_conflict")
-    return _receipt(db, binding["lease_id"])
+    lease_id = bindings.bound(db, actor_id, "lease", request.request_id,
+                              request.intent.fingerprint())
+    return None if lease_id is None else _receipt(db, lease_id)
 
 
 def _owns_all(db: sqlite3.Connection, actor_id: str, invoice_ids: tuple[str, ...]) -> bool:
     owned = db.execute(
-        "SELECT COUNT(*) FROM invoices WHERE owner_id = ?"
+        "SELECT COUNT(*) FROM invoices WHERE owner_id = ? AND status != 'deleted'"
         " AND id IN (SELECT value FROM json_each(?))",
         (actor_id, json.dumps(invoice_ids)),
     ).fetchone()[0]
@@ -205,31 +191,30 @@ def create_lease(
                 f"You have {waiting} proposals still being written and this request adds"
                 f" {len(plan)}; at most {max_open_tasks} may wait at once. Wait for some to"
                 " finish, or cancel a request, then submit again."))
-    lease_id = str(uuid.uuid4())
     options = {"providers": list(intent.providers), "candidates": intent.candidates}
-    db.execute(
-        "INSERT INTO leases (id, actor_id, session_id, purpose, options, status, deadline_at,"
-        " created_at, task_count) VALUES (?, ?, ?, ?, ?, 'open', ?, ?, ?)",
-        (lease_id, actor.id, actor.session_id, intent.purpose, json.dumps(options),
-         now + lease_seconds, now, len(plan)),
-    )
-    db.execute(
-        "INSERT INTO request_bindings (actor_id, request_id, fingerprint, lease_id, created_at)"
-        " VALUES (?, ?, ?, ?, ?)",
-        (actor.id, request.request_id, intent.fingerprint(), lease_id, now),
-    )
-    db.executemany(
-        "INSERT INTO lease_invoices (lease_id, invoice_id, position) VALUES (?, ?, ?)",
-        [(lease_id, invoice_id, n) for n, invoice_id in enumerate(intent.invoice_ids)],
-    )
-    db.executemany(
-        "INSERT INTO tasks (id, lease_id, invoice_id, provider, candidate, position)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        [
-            (str(uuid.uuid4()), lease_id, invoice_id, provider, candidate, n)
-            for n, (invoice_id, provider, candidate) in enumerate(plan)
-        ],
-    )
+
+    def make(lease_id: str) -> None:
+        db.execute(
+            "INSERT INTO leases (id, actor_id, session_id, purpose, options, status,"
+            " deadline_at, created_at, task_count) VALUES (?, ?, ?, ?, ?, 'open', ?, ?, ?)",
+            (lease_id, actor.id, actor.session_id, intent.purpose, json.dumps(options),
+             now + lease_seconds, now, len(plan)),
+        )
+        db.executemany(
+            "INSERT INTO lease_invoices (lease_id, invoice_id, position) VALUES (?, ?, ?)",
+            [(lease_id, invoice_id, n) for n, invoice_id in enumerate(intent.invoice_ids)],
+        )
+        db.executemany(
+            "INSERT INTO tasks (id, lease_id, invoice_id, provider, candidate, position)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (str(uuid.uuid4()), lease_id, invoice_id, provider, candidate, n)
+                for n, (invoice_id, provider, candidate) in enumerate(plan)
+            ],
+        )
+
+    lease_id, _ = bindings.once(db, actor.id, "lease", request.request_id,
+                                intent.fingerprint(), make, now)
     record_event(db, lease_id, "created", f"{len(plan)} tasks", now)
     return _receipt(db, lease_id), True
 

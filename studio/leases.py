@@ -399,3 +399,36 @@ async def read_lease(db: Database, actor: Actor, lease_id: str) -> dict[str, Any
     if found is None:
         raise Refusal("lease_not_found")
     return found
+
+
+def _requests_of(db: sqlite3.Connection, actor_id: str, invoice_id: str | None,
+                 limit: int) -> list[dict[str, Any]]:
+    """The actor's requests, newest first, with the invoices each named; or those that
+    named one invoice."""
+    rows = db.execute(
+        "SELECT leases.id, leases.status, leases.purpose, leases.options, leases.created_at,"
+        " leases.ended_reason, leases.task_count,"
+        " json_group_array(lease_invoices.invoice_id) AS invoice_ids"
+        " FROM leases JOIN lease_invoices ON lease_invoices.lease_id = leases.id"
+        " WHERE leases.actor_id = ?1 AND (?2 IS NULL OR leases.id IN"
+        "  (SELECT lease_id FROM lease_invoices WHERE invoice_id = ?2))"
+        " GROUP BY leases.id ORDER BY leases.created_at DESC LIMIT ?3",
+        (actor_id, invoice_id, limit),
+    )
+    found = []
+    for row in rows:
+        options = json.loads(row["options"])
+        found.append({
+            "lease_id": row["id"], "status": row["status"], "purpose": row["purpose"],
+            "label": PURPOSES[row["purpose"]].label if row["purpose"] in PURPOSES else "",
+            "created_at": timestamp(row["created_at"]), "ended_reason": row["ended_reason"],
+            "tasks": row["task_count"], "invoice_ids": sorted(json.loads(row["invoice_ids"])),
+            "providers": options.get("providers", []),
+            "candidates": options.get("candidates", 1),
+        })
+    return found
+
+
+async def list_requests(db: Database, actor: Actor, invoice_id: str | None = None,
+                        limit: int = 200) -> list[dict[str, Any]]:
+    return await db.read(_requests_of, actor.id, invoice_id, limit)

@@ -16,6 +16,7 @@ Invoice = dict[str, Any]
 class Purpose:
     name: str
     label: str
+    verb: str  # how the review step says it: "Summarize 2 invoices"
     writes: str  # the one invoice column an applied proposal may change
     prompt: Callable[[Invoice], str]
     lease_seconds: float = 90.0
@@ -40,6 +41,7 @@ PURPOSES: dict[str, Purpose] = {
     "summarize_invoice": Purpose(
         name="summarize_invoice",
         label="Summarize invoice",
+        verb="Summarize",
         writes="summary",
         prompt=summarize_prompt,
     ),
@@ -54,10 +56,10 @@ def purpose_named(name: object) -> Purpose:
 
 
 def invoice_fields(row: Any) -> Invoice:
-    """An invoice row as the dict prompts and pages read."""
+    """An invoice row as the dict prompts read; a draft, having no number yet, says so."""
     return {
         "id": row["id"],
-        "number": row["number"],
+        "number": row["number"] or "(draft)",
         "customer": row["customer"],
         "currency": row["currency"],
         "total": row["total"],

@@ -32,7 +32,8 @@ from studio.worker import Worker
 HTMX_STOP_POLLING = 286
 MAX_BODY_BYTES = 64 * 1024
 MAX_PATH_ID = 64
-REPEATED_FIELDS = ("invoice_id", "invoice_ids", "provider", "providers")
+REPEATED_FIELDS = ("invoice_id", "invoice_ids", "provider", "providers",
+                   "description", "quantity", "unit_price", "tax_rate")
 VARY = "HX-Request, Accept"
 # Every answer is one person's: no shared cache keeps it, and Back after sign-out re-asks.
 PRIVATE = {"Vary": VARY, "Cache-Control": "no-store"}
@@ -297,19 +298,6 @@ async def logout(request: Request) -> Response:
     return response
 
 
-async def invoice_list(request: Request) -> Response:
-    actor = await current_actor(request)
-    found = await invoices.list_invoices(studio_of(request).db, actor)
-    return answer(request, found, template="invoices.html", context={"invoices": found})
-
-
-async def invoice_page(request: Request) -> Response:
-    invoice_id = path_id(request, "invoice_id", "invoice_not_found")
-    actor = await current_actor(request)
-    invoice = await invoices.get_invoice(studio_of(request).db, actor, invoice_id)
-    return answer(request, invoice, template="invoice.html", context={"invoice": invoice})
-
-
 async def review(request: Request) -> Response:
     """The review step: what will be sent, exactly; the page mints and freezes the id."""
     actor = await current_actor(request)
@@ -325,7 +313,7 @@ async def review(request: Request) -> Response:
         asked["candidates"] = query["candidates"]
     intent = intents.parse_intent(asked, studio.providers, studio.settings.max_batch_tasks)
     chosen = await invoices.get_invoices(studio.db, actor, list(intent.invoice_ids))
-    chosen.sort(key=lambda invoice: invoice["number"])
+    chosen.sort(key=lambda invoice: invoice["number"] or "")
     frozen = intent.normalised()
     data = {"request": frozen, "tasks": intent.task_count}
     context = {
@@ -370,6 +358,13 @@ async def submit_lease(request: Request) -> Response:
         return kind == "json" and reply.status_code == 200
 
     return await studio.memo.answer(key, submit, keep=replayed)
+
+
+async def lease_list(request: Request) -> Response:
+    """The person's requests, newest first; an ended one offers to ask again."""
+    actor = await current_actor(request)
+    found = await leases.list_requests(studio_of(request).db, actor)
+    return answer(request, found, template="leases.html", context={"requests": found})
 
 
 async def _lease_answer(request: Request, actor: Actor, lease_id: str) -> Response:

@@ -45,6 +45,7 @@ def seeded_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("template") / "studio.db"
     prepare(path)
     db = sqlite3.connect(path, isolation_level=None)
+    db.row_factory = sqlite3.Row
     try:
         in_transaction(db, seed_demo)
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -124,7 +125,7 @@ class Running:
             for row in rows(
                 self.settings.db_path,
                 "SELECT invoices.id FROM invoices JOIN actors ON actors.id = invoices.owner_id"
-                " WHERE actors.email = ? ORDER BY number",
+                " WHERE actors.email = ? AND invoices.status = 'issued' ORDER BY number",
                 email,
             )
         ]

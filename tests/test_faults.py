@@ -45,10 +45,10 @@ def assert_no_partial_tree_and_no_dangling_binding(db_path: Path) -> None:
                             " FROM leases LEFT JOIN tasks ON tasks.lease_id = leases.id"
                             " GROUP BY leases.id HAVING made != leases.task_count")
     assert partial == [], [dict(r) for r in partial]
-    dangling = scalar(db_path, "SELECT COUNT(*) FROM request_bindings WHERE lease_id NOT IN"
-                               " (SELECT id FROM leases)")
+    dangling = scalar(db_path, "SELECT COUNT(*) FROM request_bindings"
+                               " WHERE kind = 'lease' AND target_id NOT IN (SELECT id FROM leases)")
     unbound = scalar(db_path, "SELECT COUNT(*) FROM leases WHERE id NOT IN"
-                              " (SELECT lease_id FROM request_bindings)")
+                              " (SELECT target_id FROM request_bindings WHERE kind = 'lease')")
     assert dangling == 0 and unbound == 0
     no_invoices = scalar(db_path, "SELECT COUNT(*) FROM leases WHERE id NOT IN"
                                   " (SELECT lease_id FROM lease_invoices)")

@@ -41,7 +41,8 @@ class Case:
 def ids(kind: str) -> st.SearchStrategy[str]:
     """Placeholders resolved when sent, so generated cases name real rows."""
     return st.one_of(
-        st.sampled_from([f"@{kind}-own@", f"@{kind}-ben@", f"@{kind}-own@".upper()]),
+        st.sampled_from([f"@{kind}-own@", f"@{kind}-ben@", f"@{kind}-own@".upper(),
+                         f"@{kind}-draft@"]),
         st.uuids().map(str),
         st.text(max_size=40),
         st.sampled_from(["", "0", "null", "..", "%00", "x" * 100, "00000000-0000-0000-0000"]),
@@ -84,6 +85,21 @@ near_valid_bodies = st.builds(
     st.dictionaries(st.sampled_from(["actor_id", "candidates", "invoice_ids", "purpose"]),
                     values, max_size=1),
 )
+amount_texts = st.one_of(st.sampled_from(["1", "19.99", "0", "-1", "1e999999", "NaN", "1,5",
+                                         "9" * 20, "0.0000001", " 2 "]), scalars)
+line_items = st.fixed_dictionaries({}, optional={
+    "description": st.one_of(st.text(max_size=20), scalars), "quantity": amount_texts,
+    "unit_price": amount_texts, "tax_rate": st.one_of(st.sampled_from(["19", "101"]), scalars),
+})
+draft_bodies = st.fixed_dictionaries({}, optional={
+    "request_id": st.one_of(st.text(max_size=110), scalars),
+    "customer": st.one_of(st.text(max_size=30), scalars),
+    "currency": st.one_of(st.sampled_from(["EUR", "jpy", "KWD", "EUX", ""]), scalars),
+    "due_date": st.one_of(st.sampled_from(["2027-01-31", "2027-02-30", "tomorrow"]), scalars),
+    "line_items": st.one_of(st.lists(line_items | scalars, max_size=3), scalars),
+    "revision": st.one_of(st.integers(-1, 3), scalars),
+    "name": st.one_of(st.text(max_size=30), scalars),
+})
 login_bodies = st.fixed_dictionaries({}, optional={
     "email": st.one_of(st.sampled_from([ADA, BEN, "", "nobody@example.com"]), scalars),
     "password": st.one_of(st.sampled_from([DEMO_PASSWORD, "wrong"]), scalars),
@@ -107,6 +123,15 @@ routes = st.one_of(
         lambda xs: "/review?" + "&".join(f"invoice_id={x}" for x in xs))),
     st.tuples(st.just("GET"), st.text(max_size=20).map(lambda q: f"/review?candidates={q}")),
     st.tuples(st.sampled_from(["GET", "POST"]), st.text(max_size=30).map(lambda p: "/" + p)),
+    st.tuples(st.sampled_from(["PATCH", "DELETE", "PUT"]),
+              ids("invoice").map(lambda i: f"/invoices/{i}")),
+    st.tuples(st.sampled_from(["GET", "POST"]), st.tuples(
+        ids("invoice"), st.sampled_from(["edit", "delete", "issue", "credit-note", "document"])
+    ).map(lambda t: f"/invoices/{t[0]}/{t[1]}")),
+    st.tuples(st.just("GET"), ids("invoice").map(lambda i: f"/invoices/{i}.pdf")),
+    st.tuples(st.just("GET"), st.text(max_size=20).map(lambda q: f"/invoices/totals?currency={q}"
+                                                         f"&quantity={q}&unit_price=1")),
+    st.tuples(st.sampled_from(["GET", "POST"]), st.just("/settings")),
 )
 
 header_sets = st.sampled_from([
@@ -128,7 +153,9 @@ def cases(draw: st.DrawFn) -> Case:
         body, kind = None, "none"
     else:
         kind = draw(st.sampled_from(["json", "json", "form", "raw"]))
-        body = draw(raw_bodies) if kind == "raw" else draw(lease_bodies | near_valid_bodies)
+        shaped = draft_bodies if path.startswith(("/invoices", "/settings")) else \
+            lease_bodies | near_valid_bodies
+        body = draw(raw_bodies) if kind == "raw" else draw(shaped)
     if path == "/logout":  # signing out Ada would turn the rest of the run into 401s
         path = "/logouts"
     headers = draw(header_sets)
@@ -178,12 +205,14 @@ async def test_ten_thousand_generated_requests_never_500_and_refusals_change_not
         ben_lease = (await ben.post("/leases", json=lease_body([ben_invoice], "bens"))
                      ).json()["lease_id"]
         own_invoice, own_second = studio.invoice_ids()[:2]
+        own_draft = (await ada.get("/invoices")).json()[0]["id"]
         own_lease = (await ada.post("/leases", json=lease_body([own_invoice], "adas"))
                      ).json()["lease_id"]
         ben_id = (await ben.post("/login", json={"email": BEN, "password": DEMO_PASSWORD})
                   ).json()["actor_id"]
         names = {
             "@invoice-own2@": own_second, "@invoice-own@": own_invoice,
+            "@invoice-draft@": own_draft,
             "@invoice-ben@": ben_invoice,
             "@lease-own@": own_lease, "@lease-ben@": ben_lease,
             "@proposal-own@": str(uuid.uuid4()), "@proposal-ben@": str(uuid.uuid4()),

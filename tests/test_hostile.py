@@ -93,11 +93,14 @@ def assert_escaped(page: str, where: str) -> None:
 async def test_markup_in_invoice_fields_and_model_output_is_escaped_on_every_page(settings):
     db = settings.db_path
     async with running(settings, {"local": MarkupProvider()}) as studio:
-        invoice_id = studio.invoice_ids()[0]
-        execute(db, "UPDATE invoices SET number = ?, customer = ?, line_items = ? WHERE id = ?",
-                f"N{SCRIPT}", f"Customer {IMAGE}",
-                json.dumps([{"description": f"Item {SCRIPT}", "quantity": 1,
-                             "unit_price": "1.00"}]), invoice_id)
+        # An issued invoice never changes, so the hostile one is written as a new row.
+        invoice_id = str(uuid.uuid4())
+        execute(db, "INSERT INTO invoices (id, owner_id, status, number, customer, currency,"
+                " due_date, line_items, net, tax, total) SELECT ?, owner_id, 'issued', ?, ?,"
+                " 'EUR', '2027-01-01', ?, '1.00', '0.00', '1.00' FROM invoices WHERE id = ?",
+                invoice_id, f"N{SCRIPT}", f"Customer {IMAGE}",
+                json.dumps([{"description": f"Item {SCRIPT}", "quantity": "1",
+                             "unit_price": "1.00", "tax_rate": "0"}]), studio.invoice_ids()[0])
         client = await studio.signed_in()
         made = await client.post("/leases", json=lease_body([invoice_id], candidates=2))
         lease_id = made.json()["lease_id"]

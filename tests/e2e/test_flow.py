@@ -183,7 +183,8 @@ def test_lost_reply_is_submitted_again_with_the_same_id_and_makes_one_lease(
 
     assert len(posts) == 2 and posts[0] == posts[1] and posts[0]["request_id"] == request_id
     assert studio.lease_count() == leases_before + 1
-    bindings = rows(studio.db_path, "SELECT lease_id FROM request_bindings WHERE request_id = ?",
+    bindings = rows(studio.db_path, "SELECT target_id AS lease_id FROM request_bindings"
+                 " WHERE request_id = ?",
                     request_id)
     assert [row["lease_id"] for row in bindings] == [page.url.rsplit("/", 1)[1]]
 
@@ -270,9 +271,13 @@ def test_pages_fit_a_phone_and_every_control_has_a_label(page: Page, studio: Stu
     page.set_viewport_size({"width": 360, "height": 740})
     lease_id = api_lease(studio, "INV-1004", "phone-width")
     sign_in(page, studio.url)
+    draft = scalar(studio.db_path, "SELECT id FROM invoices WHERE status = 'draft' LIMIT 1")
+    issued = scalar(studio.db_path, "SELECT id FROM invoices WHERE number LIKE 'INV-20__-%'")
     for path in ("/invoices", f"/invoices/{studio.invoice_id('INV-1004')}",
                  review_url(studio, "INV-1001", "INV-1002", "INV-1003").removeprefix(studio.url),
-                 f"/leases/{lease_id}", "/login"):
+                 f"/leases/{lease_id}", "/leases", "/invoices/new", f"/invoices/{draft}",
+                 f"/invoices/{draft}/issue", f"/invoices/{issued}", f"/invoices/{issued}/document",
+                 "/settings", "/login"):
         page.goto(studio.url + path)
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
         assert overflow <= 0, f"{path} is {overflow}px wider than a phone"

@@ -49,6 +49,7 @@ def test_review_on_a_non_secure_origin_mints_an_id_and_submits(
     expect(page.locator("#lease-status")).to_have_attribute("data-status", "proposed")
 
     assert [post["request_id"] for post in posts] == [request_id]
-    bound = rows(studio.db_path, "SELECT lease_id FROM request_bindings WHERE request_id = ?",
+    bound = rows(studio.db_path, "SELECT target_id AS lease_id FROM request_bindings"
+                 " WHERE request_id = ?",
                  request_id)
     assert [row["lease_id"] for row in bound] == [lease_id]

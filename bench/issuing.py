@@ -1,0 +1,139 @@
+"""Issuing: the issue transaction against raw `sqlite3` doing the same writes, and issues per
+second from two `studio serve` processes sharing one file, gapless checked after the run."""
+
+from __future__ import annotations
+
+import sqlite3
+import statistics
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from studio import invoices, profiles
+from studio.audit import audit_file
+from studio.auth import add_actor
+from studio.db import Database, in_transaction, prepare
+
+LINES = [{"description": "Work", "quantity": "3", "unit_price": "19.99", "tax_rate": "19"}]
+DRAFT = {"customer": "Bench Ltd", "currency": "EUR", "due_date": "2030-01-01",
+         "line_items": LINES}
+
+
+def seed_drafts(db_path: Path, count: int, email: str, password: str = "x") -> tuple[str, list]:
+    """An actor with a seller profile and `count` drafts (password hashed once, at setup)."""
+    prepare(db_path)
+    db = sqlite3.connect(db_path, isolation_level=None)
+    db.row_factory = sqlite3.Row
+
+    def seed(db: sqlite3.Connection) -> tuple[str, list[str]]:
+        actor_id = add_actor(db, email, password)
+        profiles.save(db, actor_id, {"name": "Bench", "address": "", "vat_id": ""})
+        fields = invoices.parse_draft(DRAFT)
+        return actor_id, [invoices.create_draft(db, actor_id, fields, None)[0]["id"]
+                          for _ in range(count)]
+
+    try:
+        return in_transaction(db, seed)
+    finally:
+        db.close()
+
+
+def raw_issue(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: str) -> str:
+    """The same counter update, invoice update and binding insert, in one BEGIN IMMEDIATE,
+    with nothing around them."""
+    now = time.time()
+    db.execute("BEGIN IMMEDIATE")
+    sequence = db.execute(
+        "INSERT INTO invoice_series (owner_id, kind, year, last) VALUES (?, 'invoice', 2026, 1)"
+        " ON CONFLICT (owner_id, kind, year) DO UPDATE SET last = invoice_series.last + 1"
+        " RETURNING last", (actor_id,)).fetchone()[0]
+    number = f"INV-2026-{sequence:04d}"
+    db.execute(
+        "UPDATE invoices SET status = 'issued', number = ?, series_year = 2026, sequence = ?,"
+        " seller = ?, issued_at = ?, frozen_sha256 = ?, updated_at = ? WHERE id = ?"
+        " AND owner_id = ? AND status = 'draft' AND revision = 1",
+        (number, sequence, '{"name": "Bench"}', now, uuid.uuid4().hex, now, invoice_id,
+         actor_id))
+    db.execute(
+        "INSERT INTO request_bindings (actor_id, kind, request_id, fingerprint, target_id,"
+        " created_at) VALUES (?, 'issue', ?, ?, ?, ?)",
+        (actor_id, request_id, uuid.uuid4().hex, invoice_id, now))
+    db.execute("COMMIT")
+    return number
+
+
+async def bench_issue(work: Path, rounds: int) -> dict[str, Any]:
+    studio_path, raw_path = work / "issue-studio.db", work / "issue-raw.db"
+    actor_id, drafts = seed_drafts(studio_path, rounds, "issue@example.com")
+    raw_actor, raw_drafts = seed_drafts(raw_path, rounds, "raw@example.com")
+    db = await Database(studio_path).open()
+    raw = sqlite3.connect(raw_path, isolation_level=None, check_same_thread=False)
+    for pragma in ("busy_timeout = 30000", "foreign_keys = ON", "synchronous = FULL"):
+        raw.execute(f"PRAGMA {pragma}")
+    studio_s, raw_s = [], []
+    try:
+        for n, (draft, raw_draft) in enumerate(zip(drafts, raw_drafts, strict=True)):
+            started = time.perf_counter()
+            await db.write(invoices.issue, actor_id, draft, f"bench-{n}", 1)
+            studio_s.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            raw_issue(raw, raw_actor, raw_draft, f"bench-{n}")
+            raw_s.append(time.perf_counter() - started)
+    finally:
+        await db.close()
+        raw.close()
+    problems = audit_file(studio_path)
+    assert problems == [], problems
+    studio, baseline = statistics.median(studio_s), statistics.median(raw_s)
+    return {"issue_ratio": studio / baseline, "issue_ms": studio * 1000,
+            "issue_raw_ms": baseline * 1000}
+
+
+def bench_issue_http(work: Path, processes: list[Any], db_path: Path, drafts: list[str],
+                     clients: int = 16) -> dict[str, Any]:
+    """Issues per second from `clients` clients spread over two server processes."""
+    cookies = []
+    for process in processes:
+        reply = httpx.post(process.url + "/login", json={
+            "email": "http@example.com", "password": "bench-password"})
+        cookies.append(reply.cookies["studio_session"])
+    queue = list(drafts)
+    lock = threading.Lock()
+    failures: list[str] = []
+
+    def client(n: int) -> None:
+        process = processes[n % len(processes)]
+        with httpx.Client(base_url=process.url, timeout=60, headers={
+                "Accept": "application/json"}, cookies={
+                "studio_session": cookies[n % len(processes)]}) as http:
+            while True:
+                with lock:
+                    if not queue:
+                        return
+                    draft = queue.pop()
+                reply = http.post(f"/invoices/{draft}/issue",
+                                  json={"request_id": f"http-{draft}", "revision": 1})
+                if reply.status_code != 201:
+                    failures.append(reply.text)
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    problems = audit_file(db_path)
+    sequences = [row[0] for row in sqlite3.connect(db_path).execute(
+        "SELECT sequence FROM invoices WHERE sequence IS NOT NULL ORDER BY sequence")]
+    gapless = not failures and not problems and sequences == list(range(1, len(drafts) + 1))
+    return {"issue_rps_2proc": len(drafts) / elapsed, "issue_2proc_gapless": gapless,
+            "issue_2proc_failures": len(failures)}
+
+
+def seed_http(db_path: Path, count: int) -> list[str]:
+    return seed_drafts(db_path, count, "http@example.com", "bench-password")[1]

@@ -1,0 +1,212 @@
+"""Attachments by client key: receipts stored once under their SHA-256, bound once per key.
+
+A file cannot join a transaction, so the write path is: stream to a temporary file beside
+the store (counted, hashed, fsynced: `studio.uploads`), judge the type from the first
+bytes, link it into place under its hash in the actor's own folder (the same bytes twice are
+one file; one actor never learns what another stored), then bind key -> attachment in one
+BEGIN IMMEDIATE transaction that checks the key again. A crash between placing and binding
+leaves at most an orphan file, which `sweep_orphans` removes after a grace period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import filetype
+
+from studio import bindings
+from studio.db import Database, clock
+from studio.errors import Refusal
+from studio.uploads import Upload
+
+log = logging.getLogger("studio.attachments")
+
+# Judged by the file's own first bytes, never its name or the type the client declared.
+ALLOWED = {"application/pdf", "image/png", "image/jpeg", "image/webp", "image/heic"}
+PREVIEWABLE = {"image/png", "image/jpeg", "image/webp"}
+ORPHAN_GRACE_S = 3600.0
+LISTED = "id AS attachment_id, filename, content_type, size, sha256, invoice_id"
+
+
+def sniff(head: bytes) -> str:
+    """The type the bytes say they are, if it is one the studio keeps; else 415."""
+    guessed = filetype.guess(head)
+    if guessed is None or guessed.mime not in ALLOWED:
+        raise Refusal("unsupported_media_type")
+    return guessed.mime
+
+
+class FileStore:
+    """Files named by their SHA-256, fanned out by its first two hex characters, per actor."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.incoming = folder / "incoming"
+
+    def path_of(self, actor_id: str, sha256: str) -> Path:
+        return self.folder / actor_id / sha256[:2] / sha256
+
+    def place(self, upload: Upload, actor_id: str) -> Path:
+        """Link the fsynced temporary file into place; a stored object is never overwritten,
+        so two writers of the same bytes cannot corrupt each other."""
+        assert upload.path is not None
+        final = self.path_of(actor_id, upload.sha256)
+        final.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            os.link(upload.path, final)
+        except FileExistsError:
+            pass  # the same bytes, stored before
+        _sync_folder(final.parent)
+        return final
+
+
+def _sync_folder(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# --- units: each runs inside one transaction -------------------------------------------------
+
+
+def draft_of(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> None:
+    """Attachments join only the actor's own draft: 404 otherwise, 409 once issued."""
+    row = db.execute("SELECT status, number FROM invoices WHERE id = ? AND owner_id = ?"
+                     " AND status != 'deleted'", (invoice_id, actor_id)).fetchone()
+    if row is None:
+        raise Refusal("invoice_not_found")
+    if row["status"] == "issued":
+        raise Refusal("invoice_issued", f"This invoice was issued as {row['number']}; its "
+                                        "attachments are frozen with it.")
+
+
+def _listed(db: sqlite3.Connection, attachment_id: str) -> dict[str, Any]:
+    return dict(db.execute(f"SELECT {LISTED} FROM attachments WHERE id = ?",
+                           (attachment_id,)).fetchone())
+
+
+def look_up(db: sqlite3.Connection, actor_id: str, invoice_id: str, client_key: str,
+            sha256: str) -> dict[str, Any] | None:
+    """The attachment this key already made from these bytes, None if the key is free;
+    other bytes are 409 before anything is stored. `bind` checks again: this is a shortcut."""
+    print_ = bindings.fingerprint({"invoice_id": invoice_id, "sha256": sha256})
+    known = bindings.bound(db, actor_id, "attachment", client_key, print_)
+    return None if known is None else _listed(db, known)
+
+
+def bind(db: sqlite3.Connection, actor_id: str, invoice_id: str, client_key: str,
+         upload: Upload, content_type: str, store: FileStore, now: float | None = None
+         ) -> tuple[dict[str, Any], bool]:
+    """Bind key -> attachment, checking the key again under the write lock: the same key and
+    bytes answer the first attachment, other bytes are 409 `client_key_conflict`."""
+    now = clock(now)
+    print_ = bindings.fingerprint({"invoice_id": invoice_id, "sha256": upload.sha256})
+    known = bindings.bound(db, actor_id, "attachment", client_key, print_)
+    if known is not None:
+        return _listed(db, known), False
+    draft_of(db, actor_id, invoice_id)
+
+    def make(attachment_id: str) -> None:
+        db.execute(
+            "INSERT INTO attachments (id, owner_id, invoice_id, filename, content_type, size,"
+            " sha256, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (attachment_id, actor_id, invoice_id, upload.filename, content_type, upload.size,
+             upload.sha256, now))
+        # A delete or sweep that ran between placing and binding may have removed the file:
+        # it is put back while the write lock keeps both out.
+        if not store.path_of(actor_id, upload.sha256).exists():
+            store.place(upload, actor_id)
+
+    attachment_id, created = bindings.once(db, actor_id, "attachment", client_key, print_,
+                                           make, now)
+    return _listed(db, attachment_id), created
+
+
+def _unlink_if_unnamed(db: sqlite3.Connection, store: FileStore, actor_id: str,
+                       sha256: str) -> bool:
+    named = db.execute("SELECT 1 FROM attachments WHERE owner_id = ? AND sha256 = ? LIMIT 1",
+                       (actor_id, sha256)).fetchone()
+    if named:
+        return False
+    store.path_of(actor_id, sha256).unlink(missing_ok=True)
+    return True
+
+
+def remove(db: sqlite3.Connection, actor_id: str, attachment_id: str, store: FileStore
+           ) -> None:
+    """Delete an attachment of a draft; its file goes when no other attachment of that actor
+    names the same bytes. The key is freed, so sending the file again attaches it again."""
+    row = db.execute("SELECT invoice_id, sha256 FROM attachments WHERE id = ? AND owner_id = ?",
+                     (attachment_id, actor_id)).fetchone()
+    if row is None:
+        raise Refusal("attachment_not_found")
+    draft_of(db, actor_id, row["invoice_id"])
+    db.execute("DELETE FROM attachments WHERE id = ?", (attachment_id,))
+    db.execute("DELETE FROM request_bindings WHERE actor_id = ? AND kind = 'attachment'"
+               " AND target_id = ?", (actor_id, attachment_id))
+    _unlink_if_unnamed(db, store, actor_id, row["sha256"])
+
+
+def owned(db: sqlite3.Connection, actor_id: str, attachment_id: str) -> dict[str, Any] | None:
+    row = db.execute(f"SELECT {LISTED}, owner_id FROM attachments WHERE id = ? AND owner_id = ?",
+                     (attachment_id, actor_id)).fetchone()
+    return dict(row) if row else None
+
+
+def unnamed(db: sqlite3.Connection, store: FileStore, candidates: list[tuple[str, str]]
+            ) -> int:
+    """Remove those of the (actor, sha256) files no attachment names, under the write lock."""
+    return sum(_unlink_if_unnamed(db, store, actor_id, sha) for actor_id, sha in candidates)
+
+
+def orphan_candidates(store: FileStore, grace_s: float = ORPHAN_GRACE_S,
+                      now: float | None = None) -> list[tuple[str, str]]:
+    """Stored files older than the grace period, and stale temporary files removed at once:
+    an upload in progress is younger than the grace period."""
+    now = time.time() if now is None else now
+    found: list[tuple[str, str]] = []
+    if not store.folder.exists():
+        return found
+    for path in store.folder.glob("*/*/*"):  # actor / first two hex characters / sha256
+        try:
+            old = now - path.stat().st_mtime > grace_s
+        except FileNotFoundError:
+            continue
+        if old:
+            found.append((path.parent.parent.name, path.name))
+    for path in store.incoming.glob("*.part") if store.incoming.exists() else []:
+        try:
+            if now - path.stat().st_mtime > grace_s:
+                path.unlink(missing_ok=True)
+        except FileNotFoundError:
+            continue
+    return found
+
+
+async def sweep_orphans(db: Database, store: FileStore, grace_s: float = ORPHAN_GRACE_S,
+                        now: float | None = None) -> int:
+    """Remove stored files no attachment names, once older than the grace period."""
+    candidates = await asyncio.to_thread(orphan_candidates, store, grace_s, now)
+    if not candidates:
+        return 0
+    removed = await db.write(unnamed, store, candidates)
+    if removed:
+        log.info("swept %d orphan attachment files", removed)
+    return removed
+
+
+async def sweep_forever(db: Database, store: FileStore, every_s: float = 600.0) -> None:
+    while True:
+        try:
+            await sweep_orphans(db, store)
+        except sqlite3.OperationalError as error:  # a busy database: try again next round
+            log.warning("attachment sweep skipped: %s", error)
+        await asyncio.sleep(every_s)

@@ -1,0 +1,57 @@
+"""`studio audit`: the promises of issued invoices, checked against the database itself.
+
+Every series runs 1, 2, 3... with no gap and no repeat and ends at its counter; every issued
+invoice still matches its frozen SHA-256; the credit notes of an invoice stay within its total.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from decimal import Decimal
+from pathlib import Path
+
+from studio import invoices
+
+
+def problems(db: sqlite3.Connection) -> list[str]:
+    """Everything wrong, one sentence each; an empty list means the books are whole."""
+    found: list[str] = []
+    series: dict[tuple[str, str, int], list[int]] = {}
+    for row in db.execute("SELECT owner_id, kind, series_year, sequence FROM invoices"
+                          " WHERE sequence IS NOT NULL ORDER BY sequence"):
+        series.setdefault((row[0], row[1], row[2]), []).append(row[3])
+    counters = {(row[0], row[1], row[2]): row[3]
+                for row in db.execute("SELECT owner_id, kind, year, last FROM invoice_series")}
+    for key in sorted(set(series) | set(counters)):
+        owner, kind, year = key
+        name = f"series {invoices.series_of(kind, year)} of actor {owner}"
+        numbers = series.get(key, [])
+        if numbers != list(range(1, len(numbers) + 1)):
+            missing = sorted(set(range(1, max(numbers, default=0) + 1)) - set(numbers))
+            repeated = sorted({n for n in numbers if numbers.count(n) > 1})
+            found.append(f"{name} is not gapless: missing {missing}, repeated {repeated}")
+        if counters.get(key, 0) != len(numbers):
+            found.append(f"{name}: the counter says {counters.get(key, 0)} numbers were given,"
+                         f" {len(numbers)} invoices hold one")
+    for row in db.execute("SELECT * FROM invoices WHERE status = 'issued'").fetchall():
+        if row["frozen_sha256"] != invoices.frozen_sha256(db, dict(row)):
+            found.append(f"issued {row['number']} ({row['id']}) no longer matches its frozen "
+                         "SHA-256")
+    for row in db.execute("SELECT id, number, total FROM invoices WHERE kind = 'invoice'"
+                          " AND status = 'issued' AND id IN (SELECT credits FROM invoices)"):
+        credited = invoices.credited_so_far(db, row["id"])
+        if credited > Decimal(row["total"]):
+            found.append(f"credit notes of {row['number']} come to {credited}, more than its "
+                         f"total {row['total']}")
+    return found
+
+
+def audit_file(path: Path) -> list[str]:
+    """Audit a database file, read-only, as one snapshot."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    db.row_factory = sqlite3.Row
+    try:
+        db.execute("BEGIN")
+        return problems(db)
+    finally:
+        db.close()

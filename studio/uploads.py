@@ -1,0 +1,163 @@
+"""Reading a multipart upload as it streams in: never the whole file in memory.
+
+python-multipart's push parser is fed the body chunk by chunk. The file part goes straight
+to a temporary file in the store's own folder while it is counted and hashed; past the limit
+the reading stops before the rest of the body is read. Fields other than the file are short
+text (the client key) and are capped too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.requests import Request
+
+from studio.errors import Refusal
+
+MAX_FIELD_BYTES = 1024
+HEAD_BYTES = 512  # enough of the file's first bytes to judge its type
+MAX_FILENAME = 200
+
+
+@dataclass
+class Upload:
+    """What came in: the text fields, and the file written aside with its digest."""
+
+    fields: dict[str, str] = field(default_factory=dict)
+    filename: str = ""
+    path: Path | None = None
+    size: int = 0
+    sha256: str = ""
+    head: bytes = b""
+
+    def discard(self) -> None:
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+            self.path = None
+
+
+def clean_filename(raw: str) -> str:
+    """The name a person gave the file, without folders or control characters."""
+    name = raw.replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join(ch for ch in name if ch.isprintable()).strip()
+    return name[:MAX_FILENAME] or "attachment"
+
+
+class _Reader:
+    """The parser's callbacks: one part at a time, the file part to disk."""
+
+    def __init__(self, folder: Path, limit: int) -> None:
+        self.folder, self.limit = folder, limit
+        self.upload = Upload()
+        self._header_field = b""
+        self._header_value = b""
+        self._disposition = b""
+        self._name = ""
+        self._value = b""
+        self._file: IO[bytes] | None = None
+        self._digest = hashlib.sha256()
+        self.too_large = False
+
+    def on_part_begin(self) -> None:
+        self._disposition, self._name, self._value = b"", "", b""
+
+    def on_header_field(self, data: bytes, start: int, end: int) -> None:
+        self._header_field += data[start:end]
+
+    def on_header_value(self, data: bytes, start: int, end: int) -> None:
+        self._header_value += data[start:end]
+
+    def on_header_end(self) -> None:
+        if self._header_field.lower() == b"content-disposition":
+            self._disposition = self._header_value
+        self._header_field, self._header_value = b"", b""
+
+    def on_headers_finished(self) -> None:
+        _, options = parse_options_header(self._disposition)
+        self._name = options.get(b"name", b"").decode("utf-8", "replace")
+        if b"filename" in options and self._name == "file" and self._file is None:
+            self.upload.filename = clean_filename(options[b"filename"].decode("utf-8",
+                                                                              "replace"))
+            self.upload.path = self.folder / f"{uuid.uuid4().hex}.part"
+            fd = os.open(self.upload.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            self._file = os.fdopen(fd, "wb")
+
+    def on_part_data(self, data: bytes, start: int, end: int) -> None:
+        chunk = data[start:end]
+        if self._file is not None and self._name == "file":
+            self.upload.size += len(chunk)
+            if self.upload.size > self.limit:
+                self.too_large = True
+                return
+            if len(self.upload.head) < HEAD_BYTES:
+                self.upload.head += chunk[:HEAD_BYTES - len(self.upload.head)]
+            self._digest.update(chunk)
+            self._file.write(chunk)
+        elif len(self._value) + len(chunk) <= MAX_FIELD_BYTES:
+            self._value += chunk
+        else:
+            raise Refusal("invalid_body", f"The field {self._name!r} is too long.")
+
+    def on_part_end(self) -> None:
+        if self._file is not None and self._name == "file" and not self.upload.sha256:
+            self.upload.sha256 = self._digest.hexdigest()
+        elif self._name and self._name != "file":
+            self.upload.fields[self._name] = self._value.decode("utf-8", "replace")
+
+    def close(self) -> None:
+        if self._file is not None and not self._file.closed:
+            self._file.close()
+
+    def sync(self) -> None:
+        """On disk before anything names it."""
+        if self._file is not None and not self._file.closed:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+
+
+async def read_upload(request: Request, folder: Path, limit: int) -> Upload:
+    """The multipart body, its file part in `folder`; 413 past `limit` bytes of file, counted
+    as they arrive (a declared length over the limit is refused before reading at all)."""
+    content_type, options = parse_options_header(request.headers.get("content-type", ""))
+    boundary = options.get(b"boundary")
+    if content_type != b"multipart/form-data" or not boundary:
+        raise Refusal("invalid_body", "Send the file as multipart/form-data, with a client_key "
+                                      "field and a file field.")
+    declared = request.headers.get("content-length", "")
+    too_large = Refusal("upload_too_large", f"That file is larger than {limit / 2**20:g} MiB,"
+                                            " the most one attachment may be.")
+    if declared.isascii() and declared.isdigit() and int(declared) > limit + 64 * 1024:
+        raise too_large
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    reader = _Reader(folder, limit)
+    parser = MultipartParser(boundary, {  # type: ignore[arg-type]
+        name: getattr(reader, name) for name in (
+            "on_part_begin", "on_part_data", "on_part_end", "on_header_field",
+            "on_header_value", "on_header_end", "on_headers_finished")})
+    try:
+        async for chunk in request.stream():
+            parser.write(chunk)
+            if reader.too_large:
+                raise too_large
+        parser.finalize()
+    except Refusal:
+        reader.close()
+        reader.upload.discard()
+        raise
+    except Exception:  # a malformed body: the parser's own errors, whatever their class
+        reader.close()
+        reader.upload.discard()
+        raise Refusal("invalid_body", "The multipart body could not be read.") from None
+    await asyncio.to_thread(reader.sync)
+    if reader.upload.path is None or not reader.upload.sha256:
+        reader.upload.discard()
+        raise Refusal("invalid_body", "Choose a file to attach (a field named file).")
+    return reader.upload

@@ -1,0 +1,113 @@
+"""Attachment handlers: upload by client key, download to the owner only, delete."""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import quote
+
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+
+from studio import attachments, bindings, invoices
+from studio.attachments import FileStore
+from studio.errors import Refusal
+from studio.uploads import read_upload
+from studio.web import PRIVATE, answer_kind, current_actor, path_id, read_body, render, studio_of
+
+# Served bytes never run: no sniffing, no scripts, no framing, not kept by any cache.
+SERVED = {"X-Content-Type-Options": "nosniff", "Cache-Control": "private, no-store",
+          "Content-Security-Policy": "default-src 'none'; sandbox", "Vary": "Cookie"}
+
+
+def store_of(request: Request) -> FileStore:
+    return FileStore(studio_of(request).settings.files)
+
+
+def disposition(kind: str, filename: str) -> str:
+    """RFC 6266: a plain ASCII fallback and the exact name percent-encoded in `filename*`,
+    so no quote, newline or non-ASCII character can break the header."""
+    fallback = "".join(ch if ch.isascii() and ch.isprintable() and ch not in '"\\;' else "_"
+                       for ch in filename) or "attachment"
+    return f"{kind}; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"
+
+
+async def upload(request: Request) -> Response:
+    invoice_id = path_id(request, "invoice_id", "invoice_not_found")
+    actor = await current_actor(request)
+    studio = studio_of(request)
+    await studio.db.read(attachments.draft_of, actor.id, invoice_id)
+    store = store_of(request)
+    received = await read_upload(request, store.incoming, studio.settings.max_upload_bytes)
+    try:
+        client_key = bindings.parse_request_id(received.fields, "client_key",
+                                               "invalid_client_key")
+        content_type = attachments.sniff(received.head)
+        listed = await studio.db.read(attachments.look_up, actor.id, invoice_id, client_key,
+                                      received.sha256)
+        created = False
+        if listed is None:
+            await asyncio.to_thread(store.place, received, actor.id)
+            listed, created = await studio.db.write(
+                attachments.bind, actor.id, invoice_id, client_key, received, content_type,
+                store)
+    finally:
+        received.discard()
+    if answer_kind(request) == "fragment":
+        return await attachment_list(request)
+    return JSONResponse(listed, status_code=201 if created else 200, headers=PRIVATE)
+
+
+async def attachment_list(request: Request) -> Response:
+    """The attachments of one invoice, as the invoice page lists them."""
+    return await _list_of(request, path_id(request, "invoice_id", "invoice_not_found"))
+
+
+async def _list_of(request: Request, invoice_id: str) -> Response:
+    actor = await current_actor(request)
+    invoice = await invoices.get_invoice(studio_of(request).db, actor, invoice_id)
+    return render(request, "_attachments.html", {"invoice": invoice})
+
+
+async def _owned(request: Request) -> dict:
+    attachment_id = path_id(request, "attachment_id", "attachment_not_found")
+    actor = await current_actor(request)
+    found = await studio_of(request).db.read(attachments.owned, actor.id, attachment_id)
+    if found is None:
+        raise Refusal("attachment_not_found")
+    return found
+
+
+def _stored(request: Request, found: dict) -> str:
+    path = store_of(request).path_of(found["owner_id"], found["sha256"])
+    if not path.is_file():  # a store restored without its files: say so, never a 500
+        raise Refusal("attachment_not_found", "The file of this attachment is missing from "
+                                              "the store; attach it again.")
+    return str(path)
+
+
+async def download(request: Request) -> Response:
+    found = await _owned(request)
+    path = _stored(request, found)
+    return FileResponse(path, media_type=found["content_type"], headers={
+        **SERVED, "Content-Disposition": disposition("attachment", found["filename"])})
+
+
+async def preview(request: Request) -> Response:
+    """A raster image shown small on the invoice page: served only as an image type."""
+    found = await _owned(request)
+    if found["content_type"] not in attachments.PREVIEWABLE:
+        raise Refusal("attachment_not_found")
+    return FileResponse(_stored(request, found), media_type=found["content_type"], headers={
+        **SERVED, "Content-Disposition": disposition("inline", found["filename"])})
+
+
+async def delete(request: Request) -> Response:
+    await read_body(request)
+    found = await _owned(request)
+    await studio_of(request).db.write(attachments.remove, found["owner_id"],
+                                      found["attachment_id"], store_of(request))
+    if answer_kind(request) == "fragment":
+        invoice_id = found["invoice_id"]
+        return await _list_of(request, invoice_id)
+    return JSONResponse({"status": "deleted", "attachment_id": found["attachment_id"]},
+                        headers=PRIVATE)

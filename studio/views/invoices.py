@@ -1,0 +1,180 @@
+"""Invoice handlers: the list, drafts, the issue review step, credit notes, documents."""
+
+from __future__ import annotations
+
+import json
+import re
+from itertools import zip_longest
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+
+from studio import bindings, documents, invoices, leases, money, profiles
+from studio.errors import Refusal
+from studio.web import (
+    PRIVATE,
+    answer,
+    answer_kind,
+    current_actor,
+    path_id,
+    read_body,
+    render,
+    studio_of,
+)
+
+LINE_FIELDS = ("description", "quantity", "unit_price", "tax_rate")
+
+
+def line_items_of(body: dict[str, Any]) -> dict[str, Any]:
+    """A form names each line's fields once per line, in order; JSON sends `line_items`."""
+    if "line_items" in body or not any(field in body for field in LINE_FIELDS):
+        return body
+    columns = [body.get(field, []) for field in LINE_FIELDS]
+    columns = [column if isinstance(column, list) else [column] for column in columns]
+    lines = [dict(zip(LINE_FIELDS, values, strict=True))
+             for values in zip_longest(*columns, fillvalue="")]
+    # A line left wholly blank in the form is not a line.
+    lines = [line for line in lines if any(str(value).strip() for value in line.values())]
+    return {**body, "line_items": lines}
+
+
+def moved_to(request: Request, target: str, data: Any, status: int = 200) -> Response:
+    """After a write: JSON gets the data; htmx and plain forms go to the page to see next."""
+    kind = answer_kind(request)
+    if kind == "json":
+        return JSONResponse(data, status_code=status, headers=PRIVATE)
+    if kind == "fragment":
+        return Response(status_code=200, headers={"HX-Redirect": target, **PRIVATE})
+    return RedirectResponse(target, status_code=303, headers=PRIVATE)
+
+
+async def invoice_list(request: Request) -> Response:
+    actor = await current_actor(request)
+    found = await invoices.list_invoices(studio_of(request).db, actor)
+    context = {"drafts": [i for i in found if i["status"] == "draft"],
+               "issued": [i for i in found if i["status"] == "issued"]}
+    return answer(request, found, template="invoices.html", context=context)
+
+
+async def new_invoice_page(request: Request) -> Response:
+    actor = await current_actor(request)
+    seller = await profiles.get_profile(studio_of(request).db, actor)
+    blank = {"customer": "", "currency": "EUR", "due_date": "", "revision": 0,
+             "line_items": [{"description": "", "quantity": "1", "unit_price": "",
+                             "tax_rate": "0"}]}
+    return render(request, "invoice_new.html", {"invoice": blank, "seller": seller})
+
+
+async def create_invoice(request: Request) -> Response:
+    body = line_items_of(await read_body(request))
+    actor = await current_actor(request)
+    fields = invoices.parse_draft(body)
+    request_id = bindings.optional_request_id(body)
+    made, created = await studio_of(request).db.write(
+        invoices.create_draft, actor.id, fields, request_id)
+    return moved_to(request, f"/invoices/{made['id']}", made, 201 if created else 200)
+
+
+async def totals_preview(request: Request) -> Response:
+    """The totals as the server computes them, while the person types; nothing is saved."""
+    await current_actor(request)
+    body = line_items_of(dict(request.query_params.multi_items()) | {
+        field: request.query_params.getlist(field) for field in LINE_FIELDS})
+    context: dict[str, Any] = {"problem": None}
+    try:
+        context["preview"] = invoices.parse_draft(
+            {**body, "customer": "-", "due_date": "2000-01-01"})
+    except Refusal as refusal:
+        context["problem"] = refusal.message
+    return render(request, "_totals.html", context)
+
+
+async def blank_line(request: Request) -> Response:
+    await current_actor(request)
+    return render(request, "_line.html", {"line": {"quantity": "1", "tax_rate": "0"}})
+
+
+async def invoice_page(request: Request) -> Response:
+    invoice_id = path_id(request, "invoice_id", "invoice_not_found")
+    actor = await current_actor(request)
+    db = studio_of(request).db
+    if answer_kind(request) == "json":
+        return JSONResponse(await invoices.get_invoice(db, actor, invoice_id), headers=PRIVATE)
+    invoice = await invoices.get_document(db, actor, invoice_id)
+    history = await leases.list_requests(db, actor, invoice_id, limit=20)
+    return render(request, "invoice.html", {"invoice": invoice, "history": history})
+
+
+async def edit_invoice(request: Request) -> Response:
+    invoice_id = path_id(request, "invoice_id", "invoice_not_found")
+    body = line_items_of(await read_body(request))
+    actor = await current_actor(request)
+    edited = await studio_of(request).db.write(
+        invoices.edit_draft, actor.id, invoice_id, invoices.parse_revision(body), body)
+    return moved_to(request, f"/invoices/{invoice_id}", edited)
+
+
+async def delete_invoice(request: Request) -> Response:
+    invoice_id = path_id(request, "invoice_id", "invoice_not_found")
+    await read_body(request)
+    actor = await current_actor(request)
+    await studio_of(request).db.write(invoices.delete_draft, actor.id, invoice_id)
+    return moved_to(request, "/invoices", {"status": "deleted", "invoice_id": invoice_id})
+
+
+async def issue_review(request: Request) -> Response:
+    """The issue review step: exactly what will be frozen; the page mints the id."""
+    invoice_id = path_id(request, "invoice_id", "invoice_not_found")
+    actor = await current_actor(request)
+    db = studio_of(request).db
+    invoice = await invoices.get_document(db, actor, invoice_id)
+    if invoice["status"] == "issued":
+        return RedirectResponse(f"/invoices/{invoice_id}", status_code=303, headers=PRIVATE)
+    seller = await profiles.get_profile(db, actor)
+    frozen = {"revision": invoice["revision"]}
+    data = {"request": frozen, "series": invoices.series_of(invoice["kind"])}
+    context = {"invoice": invoice, "seller": seller, "frozen_json": json.dumps(frozen),
+               "series": data["series"], "action": f"/invoices/{invoice_id}/issue"}
+    return answer(request, data, template="issue_review.html", context=context)
+
+
+async def issue_invoice(request: Request) -> Response:
+    invoice_id = path_id(request, "invoice_id", "invoice_not_found")
+    body = await read_body(request)
+    actor = await current_actor(request)
+    receipt, created = await studio_of(request).db.write(
+        invoices.issue, actor.id, invoice_id, bindings.parse_request_id(body),
+        invoices.parse_revision(body))
+    return moved_to(request, f"/invoices/{invoice_id}", receipt, 201 if created else 200)
+
+
+async def credit_note(request: Request) -> Response:
+    invoice_id = path_id(request, "invoice_id", "invoice_not_found")
+    body = await read_body(request)
+    actor = await current_actor(request)
+    note, created = await studio_of(request).db.write(
+        invoices.make_credit_note, actor.id, invoice_id, bindings.optional_request_id(body))
+    return moved_to(request, f"/invoices/{note['id']}", note, 201 if created else 200)
+
+
+async def _issued_document(request: Request) -> dict[str, Any]:
+    invoice_id = path_id(request, "invoice_id", "invoice_not_found")
+    actor = await current_actor(request)
+    invoice = await invoices.get_document(studio_of(request).db, actor, invoice_id)
+    if invoice["status"] != "issued":
+        raise Refusal("invoice_not_issued")
+    return invoice
+
+
+async def invoice_pdf(request: Request) -> Response:
+    invoice = await _issued_document(request)
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", invoice["number"]) + ".pdf"
+    return Response(documents.render_pdf(invoice), media_type="application/pdf", headers={
+        "Content-Disposition": f'inline; filename="{name}"', **PRIVATE})
+
+
+async def printable(request: Request) -> Response:
+    invoice = await _issued_document(request)
+    return render(request, "document.html", {"invoice": invoice, "shown": money.shown,
+                                             "title": documents.title_of(invoice)})

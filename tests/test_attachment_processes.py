@@ -1,0 +1,138 @@
+"""Uploads against a real `studio serve`: a crash between saving and binding, and memory."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from studio import attachments
+from studio.attachments import FileStore
+from studio.db import Database
+from tests.conftest import rows, scalar, sign_in, start_server, wait_until
+
+
+def draft_of_ada(db_path: Path) -> tuple[str, str]:
+    row = rows(db_path, "SELECT invoices.id, owner_id FROM invoices JOIN actors ON actors.id ="
+                        " owner_id WHERE email = 'ada@example.com' AND status = 'draft'")[0]
+    return row[0], row[1]
+
+
+def pdf_of(size: int, seed: int) -> bytes:
+    head = b"%PDF-1.4\n%" + str(seed).encode() + b"\n"
+    return head + os.urandom(size - len(head))
+
+
+def test_a_crash_between_saving_and_binding_leaves_an_orphan_that_is_swept_and_the_retry_works(
+        tmp_path):
+    db_path = tmp_path / "studio.db"
+    server = start_server(db_path, "--demo")
+    invoice, actor_id = draft_of_ada(db_path)
+    client = sign_in(server.url)
+    content = pdf_of(200_000, 1)
+    digest = hashlib.sha256(content).hexdigest()
+    placed = FileStore(Path(str(db_path) + ".files")).path_of(actor_id, digest)
+
+    # The gate: this connection holds the write lock, so the upload streams, hashes, fsyncs
+    # and places its file, then waits to bind.
+    gate = sqlite3.connect(db_path, isolation_level=None)
+    gate.execute("BEGIN IMMEDIATE")
+    outcome: list[object] = []
+
+    def upload() -> None:
+        try:
+            outcome.append(client.post(f"/invoices/{invoice}/attachments",
+                                       data={"client_key": "crash-key"},
+                                       files={"file": ("r.pdf", content, "application/pdf")}))
+        except httpx.HTTPError as error:
+            outcome.append(error)
+
+    sender = threading.Thread(target=upload)
+    sender.start()
+    try:
+        wait_until(placed.exists, 30, "the upload to place its file")
+        server.process.kill()  # kill -9 while the upload waits to bind
+        server.process.wait(10)
+    finally:
+        gate.execute("ROLLBACK")
+        gate.close()
+    sender.join(30)
+    assert isinstance(outcome[0], httpx.HTTPError)  # the client never heard back
+    client.close()
+
+    assert placed.exists()
+    assert scalar(db_path, "SELECT COUNT(*) FROM attachments") == 0
+    assert scalar(db_path, "SELECT COUNT(*) FROM request_bindings WHERE kind = 'attachment'") == 0
+
+    async def sweep(now: float) -> int:
+        db = await Database(db_path).open()
+        try:
+            return await attachments.sweep_orphans(db, FileStore(placed.parents[2]), now=now)
+        finally:
+            await db.close()
+
+    assert asyncio.run(sweep(time.time() + 2 * attachments.ORPHAN_GRACE_S)) == 1
+    assert not placed.exists()
+
+    server = start_server(db_path)
+    client = sign_in(server.url)
+    try:
+        retry = client.post(f"/invoices/{invoice}/attachments", data={"client_key": "crash-key"},
+                            files={"file": ("r.pdf", content, "application/pdf")})
+        assert retry.status_code == 201 and retry.json()["sha256"] == digest
+        again = client.post(f"/invoices/{invoice}/attachments", data={"client_key": "crash-key"},
+                            files={"file": ("r.pdf", content, "application/pdf")})
+        assert again.status_code == 200
+        assert placed.read_bytes() == content
+        assert scalar(db_path, "SELECT COUNT(*) FROM attachments") == 1
+    finally:
+        client.close()
+        server.stop()
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_ten_concurrent_10_mib_uploads_raise_peak_memory_by_less_than_50_mb(tmp_path):
+    db_path = tmp_path / "studio.db"
+    server = start_server(db_path, "--demo")
+    invoice, _ = draft_of_ada(db_path)
+    client = sign_in(server.url)
+    cookie = client.cookies["studio_session"]
+    client.close()
+    try:
+        # Warm the upload path once, so the figure is the uploads', not the first import's.
+        with httpx.Client(base_url=server.url, cookies={"studio_session": cookie},
+                          headers={"Accept": "application/json"}, timeout=60) as warm:
+            assert warm.post(f"/invoices/{invoice}/attachments", data={"client_key": "warm"},
+                             files={"file": ("w.pdf", pdf_of(100_000, 0))}).status_code == 201
+        before = peak_rss_mb(server.process.pid)
+        size = 10 * 1024 * 1024 - 4096
+
+        async def upload_all() -> list[int]:
+            async with httpx.AsyncClient(base_url=server.url, cookies={"studio_session": cookie},
+                                         headers={"Accept": "application/json"},
+                                         timeout=120) as http:
+                replies = await asyncio.gather(*(
+                    http.post(f"/invoices/{invoice}/attachments",
+                              data={"client_key": f"big-{n}"},
+                              files={"file": (f"{n}.pdf", pdf_of(size, n))})
+                    for n in range(10)))
+            return [reply.status_code for reply in replies]
+
+        assert asyncio.run(upload_all()) == [201] * 10
+        grew = peak_rss_mb(server.process.pid) - before
+        assert grew < 50, f"peak memory grew by {grew:.1f} MB"
+        assert scalar(db_path, "SELECT COUNT(*) FROM attachments WHERE size = ?", size) == 10
+    finally:
+        server.stop()

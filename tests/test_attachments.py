@@ -1,0 +1,225 @@
+"""Attachments by client key, asserted on the database and on disk."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import sqlite3
+import struct
+import time
+import zlib
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+
+from studio import attachments
+from studio.attachments import FileStore
+from studio.db import Database
+from tests.conftest import BEN, database_digest, execute, running, scalar
+
+pytestmark = pytest.mark.anyio
+
+
+def png(seed: int = 0) -> bytes:
+    """A real one-pixel PNG; the seed changes its colour, so its bytes."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(
+            ">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    pixel = zlib.compress(bytes([0, seed % 256, 0, 0]))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", pixel) + chunk(b"IEND", b""))
+
+
+PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"
+
+
+def files(studio) -> list[Path]:
+    root = studio.settings.files
+    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+def stored(studio) -> list[Path]:
+    return [p for p in files(studio) if p.parent.parent.name != "incoming"
+            and p.parent.name != "incoming"]
+
+
+async def draft_id(client) -> str:
+    return next(i["id"] for i in (await client.get("/invoices")).json() if i["status"] == "draft")
+
+
+async def send(client, invoice_id: str, key: str, content: bytes, name: str = "receipt.png",
+               declared: str = "image/png"):
+    return await client.post(f"/invoices/{invoice_id}/attachments", data={"client_key": key},
+                             files={"file": (name, content, declared)})
+
+
+async def test_new_replay_and_conflict_leave_one_row_one_file_and_the_first_bytes(studio):
+    client = await studio.signed_in()
+    invoice = await draft_id(client)
+    first = await send(client, invoice, "key-1", png(1))
+    again = await send(client, invoice, "key-1", png(1))
+    other = await send(client, invoice, "key-1", png(2))
+
+    assert (first.status_code, again.status_code, other.status_code) == (201, 200, 409)
+    assert again.json() == first.json()
+    assert other.json()["detail"] == "client_key_conflict"
+    body = first.json()
+    assert (body["content_type"], body["size"], body["sha256"]) == (
+        "image/png", len(png(1)), hashlib.sha256(png(1)).hexdigest())
+    db = studio.settings.db_path
+    assert scalar(db, "SELECT COUNT(*) FROM attachments") == 1
+    [kept] = stored(studio)
+    assert kept.read_bytes() == png(1) and kept.name == body["sha256"]
+    assert oct(kept.stat().st_mode & 0o777) == "0o600"
+    listed = (await client.get(f"/invoices/{invoice}")).json()["attachments"]
+    assert [item["attachment_id"] for item in listed] == [body["attachment_id"]]
+
+
+async def test_too_large_and_wrong_type_leave_no_row_and_no_file(settings):
+    async with running(settings.with_changes(max_upload_bytes=64 * 1024)) as studio:
+        client = await studio.signed_in()
+        invoice = await draft_id(client)
+        before = database_digest(settings.db_path)
+        big = png(1) + os.urandom(64 * 1024)
+        too_large = await send(client, invoice, "key-big", big)
+        assert too_large.status_code == 413
+        assert too_large.json()["detail"] == "upload_too_large"
+
+        async def chunked():  # no length declared: the bytes are counted as they come
+            for n in range(0, len(big), 8192):
+                yield big[n:n + 8192]
+        boundary = "b0undary"
+        streamed = await client.post(
+            f"/invoices/{invoice}/attachments",
+            content=_multipart(boundary, "key-big2", "x.png", chunked),
+            headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+        assert streamed.status_code == 413
+        wrong = await send(client, invoice, "key-html", b"<html><script>x</script></html>",
+                           "invoice.pdf", "application/pdf")
+        assert wrong.status_code == 415 and wrong.json()["detail"] == "unsupported_media_type"
+        assert database_digest(settings.db_path) == before
+        assert files(studio) == []
+
+
+def _multipart(boundary: str, key: str, name: str, body):  # type: ignore[no-untyped-def]
+    async def stream():
+        yield (f"--{boundary}\r\nContent-Disposition: form-data; name=\"client_key\"\r\n\r\n"
+               f"{key}\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
+               f"filename=\"{name}\"\r\nContent-Type: image/png\r\n\r\n").encode()
+        async for chunk in body():
+            yield chunk
+        yield f"\r\n--{boundary}--\r\n".encode()
+    return stream()
+
+
+@pytest.mark.parametrize("name, content, declared", [
+    ("invoice.pdf", b"<!doctype html><html><body>hi</body></html>", "application/pdf"),
+    ("logo.png", b'<svg xmlns="http://www.w3.org/2000/svg"><script>1</script></svg>',
+     "image/png"),
+    ("photo.jpg", b"\x7fELF\x02\x01\x01" + b"\0" * 200, "image/jpeg"),
+    ("photo.jpg", b"MZ\x90\x00" + b"\0" * 200, "image/jpeg"),
+])
+async def test_the_type_is_judged_by_the_bytes_not_the_name(studio, name, content, declared):
+    client = await studio.signed_in()
+    reply = await send(client, await draft_id(client), f"key-{name}", content, name, declared)
+    assert reply.status_code == 415
+    assert scalar(studio.settings.db_path, "SELECT COUNT(*) FROM attachments") == 0
+
+
+async def test_a_pdf_sent_as_anything_is_a_pdf_and_a_hostile_name_cannot_break_the_header(
+        studio):
+    client = await studio.signed_in()
+    invoice = await draft_id(client)
+    hostile = 'q"uote\nnew;line Straße 收据.png'
+    made = await send(client, invoice, "key-name", PDF, hostile, "image/png")
+    assert made.status_code == 201 and made.json()["content_type"] == "application/pdf"
+    served = await client.get(f"/attachments/{made.json()['attachment_id']}")
+    assert served.status_code == 200 and served.content == PDF
+    assert served.headers["content-type"] == "application/pdf"
+    assert served.headers["x-content-type-options"] == "nosniff"
+    assert served.headers["cache-control"] == "private, no-store"
+    header = served.headers["content-disposition"]
+    assert header.startswith("attachment;") and "\n" not in header and "\r" not in header
+    assert header.count('"') == 2  # only the fallback's own quotes
+    encoded = header.split("filename*=UTF-8''", 1)[1]
+    assert unquote(encoded) == made.json()["filename"]
+    assert "Straße 收据.png" in unquote(encoded)
+    preview = await client.get(f"/attachments/{made.json()['attachment_id']}/preview")
+    assert preview.status_code == 404  # only raster images are ever shown inline
+
+
+async def test_ten_concurrent_uploads_with_one_key_make_one_attachment(studio):
+    client = await studio.signed_in()
+    invoice = await draft_id(client)
+    replies = await asyncio.gather(*(send(client, invoice, "same-key", png(7))
+                                     for _ in range(10)))
+    assert sorted(r.status_code for r in replies) == [200] * 9 + [201]
+    assert len({r.json()["attachment_id"] for r in replies}) == 1
+    assert scalar(studio.settings.db_path, "SELECT COUNT(*) FROM attachments") == 1
+    assert len(stored(studio)) == 1
+
+
+async def test_another_actor_gets_404_and_an_issued_invoice_409(studio):
+    ada = await studio.signed_in()
+    ben = await studio.signed_in(BEN)
+    invoice = await draft_id(ada)
+    made = (await send(ada, invoice, "key-ada", png(3))).json()
+    before = database_digest(studio.settings.db_path)
+    assert (await send(ben, invoice, "key-ben", png(4))).status_code == 404
+    assert (await ben.get(f"/attachments/{made['attachment_id']}")).status_code == 404
+    assert (await ben.get(f"/attachments/{made['attachment_id']}/preview")).status_code == 404
+    assert (await ben.delete(f"/attachments/{made['attachment_id']}")).status_code == 404
+    assert database_digest(studio.settings.db_path) == before
+
+    revision = (await ada.get(f"/invoices/{invoice}")).json()["revision"]
+    issued = await ada.post(f"/invoices/{invoice}/issue",
+                            json={"request_id": "issue-att", "revision": revision})
+    assert issued.status_code == 201
+    frozen = database_digest(studio.settings.db_path)
+    late = await send(ada, invoice, "key-late", png(5))
+    removed = await ada.delete(f"/attachments/{made['attachment_id']}")
+    assert late.status_code == removed.status_code == 409
+    assert late.json()["detail"] == removed.json()["detail"] == "invoice_issued"
+    assert database_digest(studio.settings.db_path) == frozen
+    with pytest.raises(sqlite3.IntegrityError, match="invoice_frozen"):
+        execute(studio.settings.db_path, "DELETE FROM attachments WHERE id = ?",
+                made["attachment_id"])
+    # The attachment is part of what issuing froze: the PDF's hash covers it.
+    assert scalar(studio.settings.db_path, "SELECT COUNT(*) FROM attachments") == 1
+    note = (await ada.post(f"/invoices/{invoice}/credit-note")).json()
+    assert note["attachments"] == []
+
+
+async def test_deleting_removes_the_file_only_when_no_other_attachment_names_the_bytes(studio):
+    client = await studio.signed_in()
+    invoice = await draft_id(client)
+    first = (await send(client, invoice, "key-a", png(9))).json()
+    second = (await send(client, invoice, "key-b", png(9))).json()
+    assert first["attachment_id"] != second["attachment_id"] and len(stored(studio)) == 1
+    assert (await client.delete(f"/attachments/{first['attachment_id']}")).status_code == 200
+    assert len(stored(studio)) == 1
+    assert (await client.delete(f"/attachments/{second['attachment_id']}")).status_code == 200
+    assert stored(studio) == []
+    assert scalar(studio.settings.db_path, "SELECT COUNT(*) FROM attachments") == 0
+
+
+async def test_an_orphan_file_is_swept_after_the_grace_period_and_a_retry_succeeds(studio):
+    client = await studio.signed_in()
+    invoice = await draft_id(client)
+    kept = (await send(client, invoice, "key-kept", png(11))).json()
+    actor_id = scalar(studio.settings.db_path, "SELECT owner_id FROM invoices WHERE id = ?",
+                      invoice)
+    store = FileStore(studio.settings.files)
+    orphan = store.path_of(actor_id, hashlib.sha256(png(12)).hexdigest())
+    orphan.parent.mkdir(parents=True, exist_ok=True)
+    orphan.write_bytes(png(12))  # as a crash between placing and binding leaves it
+    db: Database = studio.studio.db
+    assert await attachments.sweep_orphans(db, store) == 0  # within the grace period
+    assert orphan.exists()
+    assert await attachments.sweep_orphans(db, store, now=time.time() + 7200) == 1
+    assert not orphan.exists()
+    assert store.path_of(actor_id, kept["sha256"]).exists()  # named by a row: kept
+    retry = await send(client, invoice, "key-orphan", png(12))
+    assert retry.status_code == 201 and orphan.exists()

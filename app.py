@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -13,10 +12,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from studio import attachments, web
+from studio import assets, attachments, metrics, web
 from studio.auth import Sessions
 from studio.browser import ClientTimeout, CrossOriginGuard
-from studio.config import Settings, from_environment, signing_key
+from studio.config import Settings, from_environment, signing_keys
 from studio.db import Database
 from studio.demo import ensure_demo
 from studio.memo import Memo
@@ -27,13 +26,11 @@ from studio.views import invoices as invoice_views
 from studio.views import profile as profile_views
 from studio.worker import Worker, sweep
 
-HERE = Path(__file__).resolve().parent
-
 
 def sessions_for(db: Database, settings: Settings) -> Sessions:
     limits = Limits(settings.signin_window_seconds, settings.signin_failures_per_pair,
                     settings.signin_failures_per_address, settings.signin_failures_per_email)
-    return Sessions(db, signing_key(settings), idle_seconds=settings.session_idle_seconds,
+    return Sessions(db, signing_keys(settings), idle_seconds=settings.session_idle_seconds,
                     max_seconds=settings.session_max_seconds, limits=limits)
 
 
@@ -51,7 +48,7 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
         app.state.studio = web.Studio(
             settings=settings, db=db, sessions=sessions_for(db, settings),
             providers=known, worker=worker if settings.embedded_worker else None,
-            templates=Jinja2Templates(directory=HERE / "templates"), memo=Memo(db),
+            templates=Jinja2Templates(directory=assets.folder("templates")), memo=Memo(db),
         )
         background = []
         if settings.embedded_worker:
@@ -108,9 +105,12 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             Route("/leases/{lease_id}", web.lease_status, methods=["GET"]),
             Route("/leases/{lease_id}/apply", web.apply_lease, methods=["POST"]),
             Route("/leases/{lease_id}/cancel", web.cancel_lease, methods=["POST"]),
-            Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+            Route("/healthz", metrics.healthz, methods=["GET"]),
+            Route("/metrics", metrics.metrics, methods=["GET"]),
+            Mount("/static", StaticFiles(directory=assets.folder("static")), name="static"),
         ],
-        middleware=[Middleware(ClientTimeout, seconds=settings.client_timeout_seconds),
+        middleware=[Middleware(metrics.RequestRecorder),
+                    Middleware(ClientTimeout, seconds=settings.client_timeout_seconds),
                     Middleware(CrossOriginGuard)],
         exception_handlers=web.EXCEPTION_HANDLERS,
         lifespan=lifespan,

@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from bench import issuing
+from bench import issuing, uploads
 from studio import intents, leases
 from studio.auth import Actor
 from studio.config import Settings
@@ -54,6 +54,8 @@ TARGETS: dict[str, tuple[str, float]] = {
     "poll_under_login_flood_ratio": ("<=", 2.0),
     "issue_ratio": ("<=", 1.5),
     "issue_2proc_gapless": ("==", True),
+    "upload_ratio": ("<=", 2.0),
+    "upload_rss_mb_10x10mib": ("<=", 50),
 }
 
 
@@ -69,7 +71,8 @@ def seed_actor(db_path: Path, invoices: int) -> tuple[Actor, list[str]]:
     db = sqlite3.connect(db_path, isolation_level=None)
     with db:
         db.execute("BEGIN")
-        db.execute("INSERT INTO actors VALUES (?, ?, 'x', ?)", (actor.id, actor.email, time.time()))
+        db.execute("INSERT INTO actors (id, email, password_hash, created_at)"
+                   " VALUES (?, ?, 'x', ?)", (actor.id, actor.email, time.time()))
         db.execute("INSERT INTO sessions (id, actor_id, created_at) VALUES (?, ?, ?)",
                    (actor.session_id, actor.id, time.time()))
         db.executemany(
@@ -557,6 +560,16 @@ def bench_issuing(work: Path, rounds: int, drafts: int) -> dict[str, Any]:
     return out
 
 
+def bench_uploading(work: Path, rounds: int) -> dict[str, Any]:
+    db_path = work / "uploads.db"
+    server = Process("studio serve", ["-m", "studio.cli", "serve", "--demo"],
+                     studio_env(db_path), work / "uploads.log")
+    try:
+        return uploads.bench_uploads(work, server, db_path, rounds)
+    finally:
+        server.stop()
+
+
 def issuing_drafts(db_path: Path) -> list[str]:
     db = sqlite3.connect(db_path)
     try:
@@ -642,6 +655,7 @@ def main(argv: list[str] | None = None) -> None:
         ("login flood, unthrottled",
          lambda w: bench_login_flood(w, 4 if quick else 8, throttled=False)),
         ("issuing", lambda w: bench_issuing(w, 30 if quick else 200, 200 if quick else 600)),
+        ("uploads", lambda w: bench_uploading(w, 5 if quick else 15)),
     ]
     with tempfile.TemporaryDirectory(prefix="studio-bench-") as folder:
         for name, step in steps:

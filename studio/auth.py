@@ -10,6 +10,7 @@ import secrets
 import sqlite3
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -51,10 +52,14 @@ def _session_key(token: str) -> str:
 class Sessions:
     """Sign-in and sign-out, with the session id carried in a signed cookie."""
 
-    def __init__(self, db: Database, signing_key: str, *, idle_seconds: float = 43200.0,
-                 max_seconds: float = 604800.0, limits: Limits | None = None) -> None:
+    def __init__(self, db: Database, signing_key: str | Sequence[str], *,
+                 idle_seconds: float = 43200.0, max_seconds: float = 604800.0,
+                 limits: Limits | None = None) -> None:
         self.db = db
-        self.cookies = URLSafeSerializer(signing_key, salt="studio-session")
+        keys = [signing_key] if isinstance(signing_key, str) else list(signing_key)
+        # Newest first: new cookies are signed with keys[0], older keys only verify.
+        self._signers = [URLSafeSerializer(key, salt="studio-session") for key in keys]
+        self.cookies = self._signers[0]
         self.idle_seconds = idle_seconds
         self.max_seconds = max_seconds
         self.throttle = SignInThrottle(limits or Limits())
@@ -65,15 +70,17 @@ class Sessions:
         self._current_until: dict[str, float] = {}
 
     def _verify(self, cookie: str) -> str:
-        try:
-            token = self.cookies.loads(cookie)
-        except BadSignature:
-            raise Refusal("not_signed_in") from None
-        # Only the exact cookie this studio issued: a variant (padding appended, say) would
-        # still verify, and each would take its own place in the caches keyed by cookie.
-        if not isinstance(token, str) or self.cookies.dumps(token) != cookie:
-            raise Refusal("not_signed_in")
-        return _session_key(token)
+        for signer in self._signers:
+            try:
+                token = signer.loads(cookie)
+            except BadSignature:
+                continue
+            # Only the exact cookie this studio issued: a variant (padding appended, say) would
+            # still verify, and each would take its own place in the caches keyed by cookie.
+            if not isinstance(token, str) or signer.dumps(token) != cookie:
+                raise Refusal("not_signed_in")
+            return _session_key(token)
+        raise Refusal("not_signed_in")
 
     async def verify_password(self, password_hash: str, password: str) -> bool:
         """argon2 on a worker thread, a few at a time: a sign-in never blocks the event loop."""
@@ -105,6 +112,8 @@ class Sessions:
         if not matched or row is None:
             self.throttle.failed(email, address)
             raise Refusal("invalid_credentials")
+        if row["disabled_at"] is not None:
+            raise Refusal("account_disabled")
         self.throttle.succeeded(email, address)
         previous = None
         if presented:
@@ -160,7 +169,7 @@ def _verify_password(password_hash: str, password: str) -> bool:
 
 def _actor_by_email(db: sqlite3.Connection, email: str) -> sqlite3.Row | None:
     return db.execute(
-        "SELECT id, email, password_hash FROM actors WHERE email = ?", (email,)
+        "SELECT id, email, password_hash, disabled_at FROM actors WHERE email = ?", (email,)
     ).fetchone()
 
 
@@ -168,7 +177,8 @@ def _actor_by_session(db: sqlite3.Connection, session_id: str) -> sqlite3.Row | 
     return db.execute(
         "SELECT actors.id, actors.email, sessions.id AS session_id, sessions.created_at,"
         " sessions.last_seen_at FROM sessions"
-        " JOIN actors ON actors.id = sessions.actor_id WHERE sessions.id = ?",
+        " JOIN actors ON actors.id = sessions.actor_id WHERE sessions.id = ?"
+        " AND actors.disabled_at IS NULL",
         (session_id,),
     ).fetchone()
 

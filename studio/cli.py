@@ -1,27 +1,90 @@
-"""`studio serve` and `studio worker`."""
+"""studio: serve the web studio, run extra workers, manage accounts, back up, check, audit."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
+import getpass
 import logging
+import os
+import shutil
 import signal
+import sqlite3
+import sys
+import tempfile
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
-from studio.config import from_environment, signing_key
+from studio import accounts, logs
+from studio.config import Settings, from_environment, signing_keys
+
+log = logging.getLogger("studio.cli")
 
 
-def serve(host: str, port: int, demo: bool) -> None:
+class CommandError(Exception):
+    """A command that cannot be done: its message is printed and the exit status is 1."""
+
+
+def _version() -> str:
+    try:
+        return version("studio")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    # --db and the other flags go through the environment, so uvicorn's worker processes,
+    # which build the app themselves, see the same settings.
+    if getattr(args, "db", None):
+        os.environ["STUDIO_DB"] = args.db
+    return from_environment()
+
+
+# --- serve and worker ------------------------------------------------------------------------
+
+
+def serve(args: argparse.Namespace) -> None:
     import uvicorn
 
-    from app import create_app
+    from studio.db import SchemaTooNew, prepare
+    from studio.metrics import MULTIPROCESS_ENV
 
-    settings = from_environment().with_changes(demo=demo)
-    signing_key(settings)  # a readable key file stops the start here, with how to fix it
-    # Bounds on what one client may hold: a header block, a connection idling between requests,
-    # and connections in all (past it, 503). A front proxy should add more: see README.
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info",
-                access_log=False, h11_max_incomplete_event_size=16 * 1024,
-                limit_concurrency=settings.max_connections, timeout_keep_alive=5)
+    if args.demo:
+        os.environ["STUDIO_DEMO"] = "1"
+    if args.proxy_headers:
+        os.environ["STUDIO_PROXY_HEADERS"] = "1"
+    settings = _settings(args)
+    logs.configure(settings.log_format)
+    if args.workers < 1:
+        raise CommandError("--workers must be at least 1.")
+    signing_keys(settings)  # a readable key file stops the start here, with how to fix it
+    try:
+        prepare(settings.db_path)  # migrate once, before any worker process starts
+    except SchemaTooNew as error:
+        raise CommandError(str(error)) from None
+    if args.workers > 1 and not os.environ.get(MULTIPROCESS_ENV):
+        # Counters from every worker process are summed from files here (see metrics.py).
+        counters = tempfile.mkdtemp(prefix="studio-metrics-")
+        os.environ[MULTIPROCESS_ENV] = counters
+        atexit.register(shutil.rmtree, counters, True)
+    started = {"version": _version(), "db": str(settings.db_path.resolve()),
+               "address": f"http://{args.host}:{args.port}", "workers": args.workers,
+               "proxy_headers": settings.proxy_headers}
+    log.info("studio %s serving %s on %s with %d worker process(es)%s", started["version"],
+             started["db"], started["address"], args.workers,
+             ", trusting proxy headers" if settings.proxy_headers else "",
+             extra={logs.FIELDS: started})
+    uvicorn.run(
+        "app:create_app", factory=True, host=args.host, port=args.port, workers=args.workers,
+        log_config=logs.dict_config(settings.log_format), access_log=False,
+        proxy_headers=settings.proxy_headers, forwarded_allow_ips=args.forwarded_allow_ips,
+        # Bounds on what one client may hold: a header block, a connection idling between
+        # requests, and connections in all (past it, 503). A front proxy adds more: README.
+        h11_max_incomplete_event_size=16 * 1024, limit_concurrency=settings.max_connections,
+        timeout_keep_alive=5,
+    )
 
 
 async def _work() -> None:
@@ -46,40 +109,216 @@ async def _work() -> None:
         await db.close()
 
 
-def audit() -> int:
+def work(args: argparse.Namespace) -> None:
+    from studio.db import SchemaTooNew
+
+    settings = _settings(args)
+    logs.configure(settings.log_format)
+    try:
+        asyncio.run(_work())
+    except SchemaTooNew as error:
+        raise CommandError(str(error)) from None
+
+
+# --- accounts --------------------------------------------------------------------------------
+
+
+def _store(settings: Settings) -> sqlite3.Connection:
+    from studio.db import SchemaTooNew, connect
+
+    try:
+        return connect(settings.db_path)
+    except SchemaTooNew as error:
+        raise CommandError(str(error)) from None
+
+
+def _password(from_stdin: bool) -> str:
+    if from_stdin:
+        return sys.stdin.readline().rstrip("\r\n")
+    if not sys.stdin.isatty():
+        raise CommandError("No terminal to ask for the password: pipe it in with "
+                           "--password-stdin.")
+    first = getpass.getpass("Password: ")
+    if getpass.getpass("Password again: ") != first:
+        raise CommandError("The two passwords differ; nothing was changed.")
+    return first
+
+
+def users(args: argparse.Namespace) -> None:
+    from studio.db import in_transaction
+
+    settings = _settings(args)
+    logs.configure(settings.log_format)
+    try:
+        if args.action == "list":
+            db = _store(settings)
+            try:
+                found = in_transaction(db, accounts.accounts)
+            finally:
+                db.close()
+            if not found:
+                print(f"No accounts yet. Add one: {accounts.first_account_command(settings)}")
+            for account in found:
+                state = "disabled" if account.disabled_at else "active"
+                print(f"{account.email:40} {state:8} {account.sessions:3} session(s)"
+                      f"  since {_day(account.created_at)}")
+            return
+        email = accounts.normal_email(args.email)
+        if args.action in ("add", "passwd"):
+            password_hash = accounts.hash_password(_password(args.password_stdin))
+        db = _store(settings)
+        try:
+            if args.action == "add":
+                in_transaction(db, accounts.add, email, password_hash)
+                print(f"Added {email}. They can sign in now.")
+            elif args.action == "passwd":
+                ended = in_transaction(db, accounts.change_password, email, password_hash)
+                print(f"Changed the password of {email}; ended {ended} session(s).")
+            else:
+                sessions, expired = in_transaction(db, accounts.disable, email)
+                print(f"Disabled {email}: ended {sessions} session(s), expired {expired}"
+                      " open lease(s).")
+        finally:
+            db.close()
+    except accounts.AccountError as error:
+        raise CommandError(str(error)) from None
+
+
+def _day(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d")
+
+
+# --- backup and check ------------------------------------------------------------------------
+
+
+def take_backup(args: argparse.Namespace) -> None:
+    from studio.backup import BackupError, backup
+
+    settings = _settings(args)
+    try:
+        copied = backup(settings.db_path, Path(args.dest), settings.files)
+    except BackupError as error:
+        raise CommandError(str(error)) from None
+    print(f"database: {copied.db_path}")
+    if copied.key_file:
+        print(f"key file: {copied.key_file}")
+    elif settings.secret_key:
+        print("key file: none; the key is STUDIO_SECRET_KEY: keep it with this backup")
+    print(f"attachments: {copied.files_dir or 'none yet'}")
+    for finding in copied.findings:
+        print(finding.line())
+    if not all(finding.ok for finding in copied.findings):
+        raise CommandError("The copy did not pass its checks; keep the original.")
+
+
+def check(args: argparse.Namespace) -> None:
+    from studio.checks import Target, run_checks
+
+    settings = _settings(args)
+    if not settings.db_path.is_file():
+        raise CommandError(f"There is no database at {settings.db_path}.")
+    findings = run_checks(Target(settings.db_path, settings.files))
+    for finding in findings:
+        print(finding.line())
+    if not all(finding.ok for finding in findings):
+        raise CommandError("Some checks failed.")
+
+
+def audit(args: argparse.Namespace) -> None:
     from studio.audit import audit_file
 
-    path = from_environment().db_path
+    path = _settings(args).db_path
     if not path.exists():
-        print(f"no database at {path}")
-        return 2
+        raise CommandError(f"There is no database at {path}.")
     found = audit_file(path)
     for problem in found:
         print(problem)
-    print(f"{path}: {len(found)} problem(s)" if found else f"{path}: every series is gapless, "
-          "every issued invoice matches its frozen hash, every credit is within its invoice")
-    return 1 if found else 0
+    if found:
+        raise CommandError(f"{path}: {len(found)} problem(s)")
+    print(f"{path}: every series is gapless, every issued invoice matches its frozen hash,"
+          " every credit is within its invoice")
+
+
+# --- the command line -------------------------------------------------------------------------
+
+
+def _db_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", metavar="PATH",
+                        help="the SQLite file (the same as STUDIO_DB; default studio.db here)")
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="studio", description=__doc__)
+    top.add_argument("--version", action="version", version=f"studio {_version()}",
+                     help="print the studio's version and exit")
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve_command = commands.add_parser("serve", help="the web studio, its worker and sweeper")
+    serve_command.add_argument("--host", default="127.0.0.1",
+                               help="the address to listen on (default 127.0.0.1)")
+    serve_command.add_argument("--port", type=int, default=8000,
+                               help="the port to listen on (default 8000)")
+    serve_command.add_argument("--demo", action="store_true",
+                               help="seed Ada and Ben (password studio-demo) if absent")
+    _db_option(serve_command)
+    serve_command.add_argument("--workers", type=int, default=1, metavar="N",
+                               help="web processes sharing the port and the database, each "
+                                    "with its embedded worker and sweeper (default 1)")
+    serve_command.add_argument("--proxy-headers", action="store_true",
+                               help="behind a TLS proxy: trust its X-Forwarded-For/-Proto and "
+                                    "mark the session cookie Secure")
+    serve_command.add_argument("--forwarded-allow-ips", default="127.0.0.1", metavar="IPS",
+                               help="with --proxy-headers, the proxy addresses to trust, comma "
+                                    "separated (default 127.0.0.1)")
+    serve_command.set_defaults(run=serve)
+
+    worker_command = commands.add_parser("worker",
+                                         help="an extra worker process on the same database")
+    _db_option(worker_command)
+    worker_command.set_defaults(run=work)
+
+    users_command = commands.add_parser("users", help="add, list, disable accounts; passwords")
+    actions = users_command.add_subparsers(dest="action", required=True, metavar="ACTION")
+    add = actions.add_parser("add", help="make an account (asks for its password)")
+    passwd = actions.add_parser("passwd", help="set a new password; every session ends")
+    disable = actions.add_parser(
+        "disable", help="disable an account: its sessions end and its open leases expire now")
+    listing = actions.add_parser("list", help="every account, active or disabled")
+    for action in (add, passwd, disable):
+        action.add_argument("email", metavar="EMAIL", help="the account's email address")
+    for action in (add, passwd):
+        action.add_argument("--password-stdin", action="store_true",
+                            help="read the password from the first line of standard input")
+    for action in (add, passwd, disable, listing):
+        _db_option(action)
+    users_command.set_defaults(run=users)
+
+    backup_command = commands.add_parser(
+        "backup", help="copy the database, key file and attachments while the studio serves")
+    backup_command.add_argument("dest", metavar="DEST", help="a new or empty folder")
+    _db_option(backup_command)
+    backup_command.set_defaults(run=take_backup)
+
+    check_command = commands.add_parser(
+        "check", help="SQLite's integrity check and attachment files against their rows")
+    _db_option(check_command)
+    check_command.set_defaults(run=check)
+
+    audit_command = commands.add_parser(
+        "audit", help="check every series is gapless, every issued invoice matches its frozen "
+                      "hash, every credit within its invoice")
+    _db_option(audit_command)
+    audit_command.set_defaults(run=audit)
+    return top
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="studio", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    serve_command = commands.add_parser("serve", help="the web studio, its worker and sweeper")
-    serve_command.add_argument("--host", default="127.0.0.1")
-    serve_command.add_argument("--port", type=int, default=8000)
-    serve_command.add_argument("--demo", action="store_true",
-                               help="seed Ada and Ben (password studio-demo) if absent")
-    commands.add_parser("worker", help="an extra worker process on the same database")
-    commands.add_parser("audit", help="check every series is gapless, every issued invoice "
-                                      "matches its frozen hash, every credit within its invoice")
-    args = parser.parse_args(argv)
-    if args.command == "audit":
-        raise SystemExit(audit())
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    if args.command == "serve":
-        serve(args.host, args.port, args.demo)
-    else:
-        asyncio.run(_work())
+    args = parser().parse_args(argv)
+    try:
+        args.run(args)
+    except CommandError as error:
+        print(f"studio: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

@@ -48,6 +48,10 @@ class Settings:
     signin_failures_per_pair: int = 5
     signin_failures_per_address: int = 30
     signin_failures_per_email: int = 30
+    log_format: str = "text"
+    metrics_token: str = field(default="", repr=False)
+    # Behind a TLS proxy: trust X-Forwarded-* from it and always mark the cookie Secure.
+    proxy_headers: bool = False
     files_dir: Path | None = None  # attachments; None: `<db>.files/` beside the database
     max_upload_bytes: int = 10 * 1024 * 1024
 
@@ -86,10 +90,21 @@ def from_environment(env: dict[str, str] | None = None) -> Settings:
             _number(env, "STUDIO_SIGNIN_FAILURES_PER_ADDRESS", 30)) or 30,
         signin_failures_per_email=int(
             _number(env, "STUDIO_SIGNIN_FAILURES_PER_EMAIL", 30)) or 30,
+        demo=env.get("STUDIO_DEMO", "0") == "1",
+        log_format=_choice(env, "STUDIO_LOG_FORMAT", ("text", "json")),
+        metrics_token=env.get("STUDIO_METRICS_TOKEN", "").strip(),
+        proxy_headers=env.get("STUDIO_PROXY_HEADERS", "0") == "1",
         files_dir=Path(env["STUDIO_FILES"]) if env.get("STUDIO_FILES") else None,
         max_upload_bytes=int(_number(env, "STUDIO_MAX_UPLOAD_BYTES", 10 * 1024 * 1024))
         or 10 * 1024 * 1024,
     )
+
+
+def _choice(env: dict[str, str], name: str, allowed: tuple[str, ...]) -> str:
+    raw = env.get(name, "").strip().lower() or allowed[0]
+    if raw not in allowed:
+        raise SystemExit(f"{name} must be one of {', '.join(allowed)}, not {raw!r}")
+    return raw
 
 
 def signing_key(settings: Settings) -> str:
@@ -148,3 +163,10 @@ def _sync_folder(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+def signing_keys(settings: Settings) -> list[str]:
+    """Every accepted cookie key, newest first: STUDIO_SECRET_KEY may list several, comma
+    separated, so an old key keeps its cookies valid until it is removed from the list."""
+    keys = [key.strip() for key in signing_key(settings).split(",") if key.strip()]
+    if not keys:
+        raise SystemExit("STUDIO_SECRET_KEY names no key; give at least one.")
+    return keys

@@ -17,13 +17,17 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
+from studio import logs
+
 T = TypeVar("T")
 Unit = Callable[..., T]
 
 BUSY_TIMEOUT_MS = 30_000
 READERS = 2
 
-MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
+Migration = str | Callable[[sqlite3.Connection], None]
+
+MIGRATIONS: list[Migration] = [
     # 1: the whole first schema.
     """
     CREATE TABLE actors (
@@ -155,6 +159,14 @@ MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
         SELECT RAISE(ABORT, 'invoice_frozen: an issued invoice keeps its attachments');
     END;
     """,
+    # operate: accounts can be disabled; /healthz proves a write with one heartbeat row.
+    """
+    ALTER TABLE actors ADD COLUMN disabled_at REAL;
+    CREATE TABLE health (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        checked_at REAL NOT NULL
+    );
+    """,
     # Hardening: sessions end when idle (last_seen_at, NULL until first touched), sign-out
     # everywhere finds an actor's sessions, and claims take turns between actors.
     """
@@ -276,8 +288,22 @@ def owner_only(path: Path) -> None:
             pass
 
 
+class SchemaTooNew(Exception):
+    """The file was written by a newer studio: refused, and left exactly as it was."""
+
+    def __init__(self, path: Path, found: int) -> None:
+        super().__init__(
+            f"{path} has schema version {found}, but this studio knows versions up to"
+            f" {len(MIGRATIONS)}. It was left untouched: run the newer studio that wrote it,"
+            " or restore a backup made by this version."
+        )
+
+
 def prepare(path: Path) -> None:
-    """Create the file if needed (owner only), switch it to WAL and apply pending migrations."""
+    """Create the file if needed (owner only), switch it to WAL and apply pending migrations,
+    each in its own transaction. A file from a newer studio is refused before anything
+    writes to it."""
+    refuse_if_newer(path)
     # The umask covers the files SQLite creates beside it; changed only while they appear.
     previous = os.umask(0o077)
     try:
@@ -291,24 +317,35 @@ def prepare(path: Path) -> None:
     # the check before COMMIT below stands in for them.
     db.execute("PRAGMA foreign_keys = OFF")
     try:
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            for number, migration in enumerate(MIGRATIONS[version:], start=version + 1):
-                if callable(migration):
-                    migration(db)
-                else:
-                    _run_script(db, migration)
-                db.execute(f"PRAGMA user_version = {number}")
-            # Foreign keys are off while tables are rebuilt; nothing may dangle after.
-            if db.execute("PRAGMA foreign_key_check").fetchone() is not None:
-                raise sqlite3.IntegrityError("a migration left a dangling reference")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+        db.execute("PRAGMA journal_mode = WAL")
+        for number, migration in enumerate(MIGRATIONS, start=1):
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                # Read inside the lock: another process may have migrated meanwhile.
+                version = db.execute("PRAGMA user_version").fetchone()[0]
+                if version > len(MIGRATIONS):
+                    raise SchemaTooNew(path, version)
+                if version < number:
+                    apply_migration(db, migration)
+                    db.execute(f"PRAGMA user_version = {number}")
+                    # Foreign keys are off while tables are rebuilt; nothing may dangle after.
+                    if db.execute("PRAGMA foreign_key_check").fetchone() is not None:
+                        raise sqlite3.IntegrityError("a migration left a dangling reference")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
     finally:
         db.close()
+
+
+def apply_migration(db: sqlite3.Connection, migration: Migration) -> None:
+    """One migration, inside the caller's transaction: a script, or a function for what SQL
+    alone cannot do."""
+    if callable(migration):
+        migration(db)
+    else:
+        _run_script(db, migration)
 
 
 def _run_script(db: sqlite3.Connection, script: str) -> None:
@@ -323,6 +360,33 @@ def _run_script(db: sqlite3.Connection, script: str) -> None:
     assert not statement.strip(), f"an unfinished statement: {statement}"
 
 
+def schema_version(path: Path) -> int | None:
+    """The file's user_version, read without writing a byte or creating -wal/-shm files;
+    None when there is no file yet."""
+    if not path.exists():
+        return None
+    uri = path.resolve().as_uri() + "?mode=ro&immutable=1"
+    db = sqlite3.connect(uri, uri=True)
+    try:
+        return db.execute("PRAGMA user_version").fetchone()[0]
+    finally:
+        db.close()
+
+
+def refuse_if_newer(path: Path) -> None:
+    found = schema_version(path)
+    if found is not None and found > len(MIGRATIONS):
+        raise SchemaTooNew(path, found)
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """A migrated, configured connection for one-shot commands (`studio users`, ...)."""
+    prepare(path)
+    db = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+    _set_up(db)
+    return db
+
+
 def clock(now: float | None) -> float:
     """The time a unit acts at: read inside its transaction, after the write lock is held,
     so a wait for the lock can never make a deadline check stale. Tests may pass their own."""
@@ -330,15 +394,19 @@ def clock(now: float | None) -> float:
 
 
 def in_transaction(db: sqlite3.Connection, unit: Unit[T], *args: Any, **kwargs: Any) -> T:
-    """Run `unit(db, *args)` inside BEGIN IMMEDIATE: all of it commits, or none of it."""
+    """Run `unit(db, *args)` inside BEGIN IMMEDIATE: all of it commits, or none of it.
+    State changes the unit logs are written only once it has committed."""
     db.execute("BEGIN IMMEDIATE")
+    logs.hold_changes()
     try:
         result = unit(db, *args, **kwargs)
         db.execute("COMMIT")
     except BaseException:
+        logs.release_changes(committed=False)
         if db.in_transaction:
             db.execute("ROLLBACK")
         raise
+    logs.release_changes(committed=True)
     return result
 
 

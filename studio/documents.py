@@ -11,9 +11,10 @@ from typing import Any
 
 from fpdf import FPDF
 
+from studio import assets
 from studio.money import shown
 
-FONTS = Path(__file__).resolve().parent.parent / "static" / "fonts"
+FONTS = assets.folder("static") / "fonts"
 TITLES = {"invoice": "Invoice", "credit_note": "Credit note"}
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 REFUSALS: dict[str, tuple[int, str]] = {
     "not_signed_in": (401, "Sign in to continue."),
     "invalid_credentials": (401, "That email and password do not match an account."),
+    "account_disabled": (
+        403, "This account is disabled; ask whoever runs this studio about it."),
     "cross_origin_request": (403, "This request came from another site and was refused."),
     "not_found": (404, "There is nothing at this address."),
     "invoice_not_found": (404, "That invoice does not exist or is not yours."),

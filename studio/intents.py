@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from studio import bindings
+from studio import bindings, logs
 from studio.auth import Actor
 from studio.db import Database, clock
 from studio.errors import Refusal
@@ -216,6 +216,7 @@ def create_lease(
     lease_id, _ = bindings.once(db, actor.id, "lease", request.request_id,
                                 intent.fingerprint(), make, now)
     record_event(db, lease_id, "created", f"{len(plan)} tasks", now)
+    logs.state_change("lease", lease_id, actor.id, None, "open", "submitted")
     return _receipt(db, lease_id), True
 
 

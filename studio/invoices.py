@@ -19,7 +19,7 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
-from studio import bindings, money
+from studio import bindings, logs, metrics, money
 from studio.auth import Actor
 from studio.db import Database, clock
 from studio.errors import Refusal
@@ -361,8 +361,11 @@ def issue(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: st
              frozen_sha256(db, fields), now, invoice_id, actor_id, revision),
         ).rowcount
         assert changed == 1, "checked above inside this same transaction"
+        logs.state_change("invoice", invoice_id, actor_id, "draft", "issued", "issued",
+                          number=fields["number"])
 
     bindings.once(db, actor_id, "issue", request_id, print_, make, now, target_id=invoice_id)
+    metrics.issues_total.inc()
     return _issued(db, invoice_id), True
 
 

@@ -20,7 +20,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from studio.auth import Actor, delete_session, expired_sessions, sessions_of
+from studio import logs, metrics
+from studio.auth import Actor, expired_sessions, sessions_of
 from studio.db import Database, clock
 from studio.errors import Refusal
 from studio.purposes import PURPOSES
@@ -37,6 +38,10 @@ def timestamp(seconds: float | None) -> str | None:
         return None
     moment = datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")
     return moment.replace("+00:00", "Z")
+
+
+def _changed(lease_id: str, actor_id: str | None, from_: str, to: str, reason: str) -> None:
+    logs.state_change("lease", lease_id, actor_id, from_, to, reason)
 
 
 def record_event(db: sqlite3.Connection, lease_id: str, kind: str, detail: str, now: float) -> None:
@@ -97,6 +102,7 @@ def record_proposal(
             detail = f"task {task_id}: claim no longer held"
         record_event(db, lease_id, "late_completion", detail, now)
         log.info("late completion for lease %s, written nowhere (%s)", lease_id, detail)
+        metrics.late_completions_total.inc()
         return False
     if not saved:
         log.info("task %s already had its proposal; reused it", task_id)
@@ -135,20 +141,21 @@ def settle(db: sqlite3.Connection, lease_id: str, now: float) -> None:
     if has_proposal:
         moved = db.execute(
             "UPDATE leases SET status = 'proposed' WHERE id = ? AND status = 'open'"
-            " AND deadline_at > ?",
+            " AND deadline_at > ? RETURNING actor_id",
             (lease_id, now),
-        ).rowcount
-        kind = "proposed"
+        ).fetchone()
+        kind, reason = "proposed", "tasks_finished"
     else:
         # Past the deadline the lease is the sweeper's to expire, not a failure.
         moved = db.execute(
             "UPDATE leases SET status = 'failed', ended_at = ?, ended_reason = 'no_proposal'"
-            " WHERE id = ? AND status = 'open' AND deadline_at > ?",
+            " WHERE id = ? AND status = 'open' AND deadline_at > ? RETURNING actor_id",
             (now, lease_id, now),
-        ).rowcount
-        kind = "failed"
+        ).fetchone()
+        kind, reason = "failed", "no_proposal"
     if moved:
         record_event(db, lease_id, kind, "", now)
+        _changed(lease_id, moved["actor_id"], "open", kind, reason)
 
 
 # --- endings: deadline, sign-out, cancel, apply ----------------------------------------------
@@ -157,13 +164,14 @@ def settle(db: sqlite3.Connection, lease_id: str, now: float) -> None:
 def expire_due(db: sqlite3.Connection, now: float | None = None) -> int:
     """Expire every live lease whose deadline has passed; the deadline wins a silent client."""
     now = clock(now)
-    due = [
-        row[0]
-        for row in db.execute(
-            "SELECT id FROM leases WHERE status IN ('open', 'proposed') AND deadline_at <= ?",
-            (now,),
-        )
-    ]
+    due_rows = db.execute(
+        "SELECT id, actor_id, status FROM leases"
+        " WHERE status IN ('open', 'proposed') AND deadline_at <= ?",
+        (now,),
+    ).fetchall()
+    due = [row["id"] for row in due_rows]
+    for row in due_rows:
+        _changed(row["id"], row["actor_id"], row["status"], "expired", "deadline")
     db.executemany(
         "UPDATE leases SET status = 'expired', ended_at = ?, ended_reason = 'deadline'"
         " WHERE id = ? AND status IN ('open', 'proposed')",
@@ -186,24 +194,34 @@ def any_due(db: sqlite3.Connection, now: float) -> bool:
 
 def end_session(db: sqlite3.Connection, session_id: str, now: float | None = None,
                 reason: str = "signed_out") -> int:
-    """Sign-out (or a session's expiry): delete the session and expire the live leases it
-    opened (invariant 6)."""
+    """Sign-out: delete the session and expire the live leases it opened (invariant 6).
+    `reason` says why the session ended (signed_out, password_changed, account_disabled)."""
     now = clock(now)
-    delete_session(db, session_id)
-    ended = [
-        row[0]
-        for row in db.execute(
-            "UPDATE leases SET status = 'expired', ended_at = ?, ended_reason = ?"
-            " WHERE session_id = ? AND status IN ('open', 'proposed') RETURNING id",
-            (now, reason, session_id),
-        )
-    ]
+    db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+    live = db.execute(
+        "SELECT id, actor_id, status FROM leases"
+        " WHERE session_id = ? AND status IN ('open', 'proposed')",
+        (session_id,),
+    ).fetchall()
+    expire_leases(db, live, reason, now)
+    return len(live)
+
+
+def expire_leases(db: sqlite3.Connection, live: list[sqlite3.Row], reason: str,
+                  now: float) -> None:
+    """Expire these live leases (rows of id, actor_id, status read in this transaction)."""
+    db.executemany(
+        "UPDATE leases SET status = 'expired', ended_at = ?, ended_reason = ?"
+        " WHERE id = ? AND status IN ('open', 'proposed')",
+        [(now, reason, row["id"]) for row in live],
+    )
     db.executemany(
         "INSERT INTO lease_events (lease_id, kind, detail, created_at)"
         " VALUES (?, 'expired', ?, ?)",
-        [(lease_id, reason, now) for lease_id in ended],
+        [(row["id"], reason, now) for row in live],
     )
-    return len(ended)
+    for row in live:
+        _changed(row["id"], row["actor_id"], row["status"], "expired", reason)
 
 
 def end_every_session(db: sqlite3.Connection, actor_id: str,
@@ -242,6 +260,7 @@ def _expire_if_due(db: sqlite3.Connection, lease: sqlite3.Row, now: float) -> bo
         (now, lease["id"]),
     )
     record_event(db, lease["id"], "expired", "deadline", now)
+    _changed(lease["id"], lease["actor_id"], lease["status"], "expired", "deadline")
     return True
 
 
@@ -263,6 +282,7 @@ def cancel(db: sqlite3.Connection, lease_id: str, actor_id: str,
     if not rejected:
         return "lease_not_cancelable"
     record_event(db, lease_id, "rejected", "cancelled", now)
+    _changed(lease_id, actor_id, lease["status"], "rejected", "cancelled")
     return "rejected"
 
 
@@ -315,6 +335,7 @@ def apply(
     if applied != 1:  # unreachable inside BEGIN IMMEDIATE; kept so no write survives if not
         raise Refusal("lease_not_found")
     record_event(db, lease_id, "applied", f"{len(chosen)} invoices", now)
+    _changed(lease_id, actor_id, "proposed", "applied", "applied")
     return "applied"
 
 

@@ -24,6 +24,8 @@ from studio.errors import Refusal
 MAX_FIELD_BYTES = 1024
 HEAD_BYTES = 512  # enough of the file's first bytes to judge its type
 MAX_FILENAME = 200
+# The file is hashed and written a block at a time on a thread, while the next block arrives.
+BLOCK_BYTES = 256 * 1024
 
 
 @dataclass
@@ -63,6 +65,7 @@ class _Reader:
         self._value = b""
         self._file: IO[bytes] | None = None
         self._digest = hashlib.sha256()
+        self._block = bytearray()
         self.too_large = False
 
     def on_part_begin(self) -> None:
@@ -98,29 +101,40 @@ class _Reader:
                 return
             if len(self.upload.head) < HEAD_BYTES:
                 self.upload.head += chunk[:HEAD_BYTES - len(self.upload.head)]
-            self._digest.update(chunk)
-            self._file.write(chunk)
+            self._block += chunk
         elif len(self._value) + len(chunk) <= MAX_FIELD_BYTES:
             self._value += chunk
         else:
             raise Refusal("invalid_body", f"The field {self._name!r} is too long.")
 
     def on_part_end(self) -> None:
-        if self._file is not None and self._name == "file" and not self.upload.sha256:
-            self.upload.sha256 = self._digest.hexdigest()
-        elif self._name and self._name != "file":
+        if self._name and self._name != "file":
             self.upload.fields[self._name] = self._value.decode("utf-8", "replace")
 
     def close(self) -> None:
         if self._file is not None and not self._file.closed:
             self._file.close()
 
-    def sync(self) -> None:
-        """On disk before anything names it."""
+    def take_block(self, last: bool = False) -> bytes | None:
+        """The file's bytes gathered so far, once there are enough to hand on (or at the end)."""
+        if len(self._block) >= BLOCK_BYTES or (last and self._block):
+            block, self._block = bytes(self._block), bytearray()
+            return block
+        return None
+
+    def store_block(self, block: bytes) -> None:
+        """Hash and write one block; run on a thread while the next block streams in."""
+        assert self._file is not None
+        self._digest.update(block)
+        self._file.write(block)
+
+    def finish(self) -> None:
+        """On disk before anything names it; only then is its digest final."""
         if self._file is not None and not self._file.closed:
             self._file.flush()
             os.fsync(self._file.fileno())
             self._file.close()
+            self.upload.sha256 = self._digest.hexdigest()
 
 
 async def read_upload(request: Request, folder: Path, limit: int) -> Upload:
@@ -142,22 +156,41 @@ async def read_upload(request: Request, folder: Path, limit: int) -> Upload:
         name: getattr(reader, name) for name in (
             "on_part_begin", "on_part_data", "on_part_end", "on_header_field",
             "on_header_value", "on_header_end", "on_headers_finished")})
+    storing: asyncio.Future[None] | None = None
     try:
         async for chunk in request.stream():
             parser.write(chunk)
             if reader.too_large:
                 raise too_large
+            block = reader.take_block()
+            if block is not None:
+                if storing is not None:
+                    await storing  # one block in hand at a time: memory stays flat
+                storing = asyncio.ensure_future(asyncio.to_thread(reader.store_block, block))
         parser.finalize()
+        if storing is not None:
+            await storing
+        block = reader.take_block(last=True)
+        if block is not None:
+            await asyncio.to_thread(reader.store_block, block)
     except Refusal:
+        await _settle(storing)
         reader.close()
         reader.upload.discard()
         raise
     except Exception:  # a malformed body: the parser's own errors, whatever their class
+        await _settle(storing)
         reader.close()
         reader.upload.discard()
         raise Refusal("invalid_body", "The multipart body could not be read.") from None
-    await asyncio.to_thread(reader.sync)
+    await asyncio.to_thread(reader.finish)
     if reader.upload.path is None or not reader.upload.sha256:
         reader.upload.discard()
         raise Refusal("invalid_body", "Choose a file to attach (a field named file).")
     return reader.upload
+
+
+async def _settle(storing: asyncio.Future[None] | None) -> None:
+    """Let a block being written finish before its file is closed and removed."""
+    if storing is not None:
+        await asyncio.gather(storing, return_exceptions=True)

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
-from studio import intents, invoices, leases
+from studio import accounts, intents, invoices, leases
 from studio.auth import SESSION_COOKIE, Actor, Sessions
 from studio.config import Settings
 from studio.db import Database
@@ -248,7 +248,11 @@ async def home(request: Request) -> Response:
 
 
 async def login_page(request: Request) -> Response:
-    return render(request, "login.html", {"next": safe_next(request.query_params.get("next"))})
+    studio = studio_of(request)
+    context: dict[str, Any] = {"next": safe_next(request.query_params.get("next"))}
+    if not await accounts.any_account(studio.db):
+        context["first_account_command"] = accounts.first_account_command(studio.settings)
+    return render(request, "login.html", context)
 
 
 async def login(request: Request) -> Response:
@@ -271,7 +275,8 @@ async def login(request: Request) -> Response:
         response = RedirectResponse(safe_next(body.get("next")), status_code=303)
     response.set_cookie(
         SESSION_COOKIE, cookie, max_age=int(studio.settings.session_max_seconds),
-        httponly=True, samesite="lax", path="/", secure=request.scope.get("scheme") == "https",
+        httponly=True, samesite="lax", path="/",
+        secure=studio.settings.proxy_headers or request.scope.get("scheme") == "https",
     )
     return response
 

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from studio import leases
+from studio import leases, metrics
 from studio.auth import expired_sessions
 from studio.config import Settings
 from studio.db import Database, clock
@@ -220,6 +220,7 @@ class Worker:
             )
             return
         time_left = task.deadline_at - time.time()
+        started = time.monotonic()
         try:
             provider = self.providers.get(task.provider)
             async with asyncio.timeout(max(time_left, 0.001)):
@@ -233,11 +234,14 @@ class Worker:
             current = asyncio.current_task()
             if isinstance(error, asyncio.CancelledError) and current and current.cancelling():
                 raise  # this worker is stopping; its claims are released on the way out
+            metrics.provider_seconds.labels(task.provider).observe(time.monotonic() - started)
+            metrics.provider_errors_total.labels(task.provider).inc()
             # Any provider failure is the task's, not the worker's.
             retry = task.attempts < MAX_ATTEMPTS and task.deadline_at > time.time()
             reason = f"{type(error).__name__}: {error}".strip()
             await self.db.write(leases.fail_task, task.task_id, task.claim, reason, retry)
             return
+        metrics.provider_seconds.labels(task.provider).observe(time.monotonic() - started)
         await self.db.write(
             leases.record_proposal, task.task_id, task.claim, task.actor_id, text.strip()
         )

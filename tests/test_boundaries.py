@@ -244,7 +244,7 @@ async def test_answers_are_private_and_a_405_names_what_is_allowed(studio):
                   await client.get("/invoices", headers={"Accept": "text/html"}),
                   await client.get("/leases/not-a-lease")]:
         assert reply.headers["cache-control"] == "no-store"
-    wrong = await client.get("/leases")
+    wrong = await client.put("/leases")
     assert wrong.status_code == 405 and "POST" in wrong.headers["allow"]
 
 

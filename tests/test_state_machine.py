@@ -43,7 +43,7 @@ from hypothesis.stateful import (
 
 from studio import leases
 from studio.auth import Actor, _open_session
-from studio.db import MIGRATIONS, in_transaction
+from studio.db import MIGRATIONS, apply_migration, in_transaction
 from studio.errors import Refusal
 from studio.intents import Intent, LeaseRequest, create_lease, plan_tasks
 from studio.leases import FINAL, LIVE
@@ -62,10 +62,8 @@ def fresh_database() -> sqlite3.Connection:
     db = sqlite3.connect(":memory:", isolation_level=None)
     db.row_factory = sqlite3.Row
     db.execute("PRAGMA foreign_keys = ON")
-    for script in MIGRATIONS:
-        for statement in script.split(";"):
-            if statement.strip():
-                db.execute(statement)
+    for migration in MIGRATIONS:
+        apply_migration(db, migration)
     return db
 
 
@@ -115,13 +113,14 @@ class LeaseMachine(RuleBasedStateMachine):
         self.owned: dict[str, list[str]] = {self.ada: [], self.ben: []}
         self.summaries: dict[str, str] = {}  # the model of every invoice's summary
         for actor, count in ((self.ada, 2), (self.ben, 1)):
-            self.db.execute("INSERT INTO actors VALUES (?, ?, 'x', 0)", (actor, f"{actor}@x"))
+            self.db.execute("INSERT INTO actors (id, email, password_hash, created_at)"
+                            " VALUES (?, ?, 'x', 0)", (actor, f"{actor}@x"))
             for n in range(count):
                 invoice = str(uuid.uuid4())
                 self.db.execute(
-                    "INSERT INTO invoices (id, owner_id, number, customer, currency, total,"
-                    " due_date, line_items) VALUES (?, ?, ?, 'C', 'EUR', '1.00', '2030-01-01',"
-                    " '[]')",
+                    "INSERT INTO invoices (id, owner_id, status, number, customer, currency, net,"
+                    " tax, total, due_date, line_items) VALUES (?, ?, 'issued', ?, 'C', 'EUR',"
+                    " '1.00', '0.00', '1.00', '2030-01-01', '[]')",
                     (invoice, actor, f"N-{actor[:4]}-{n}"),
                 )
                 self.owned[actor].append(invoice)

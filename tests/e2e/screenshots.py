@@ -1,7 +1,8 @@
-"""Screenshots of the real app for the docs: the review step and a lease with candidates.
+"""Screenshots of the real app for the docs: the review step, a lease with candidates, the
+invoice list, a draft with an attached receipt, and the issue review step.
 
-Run from the repository root: `python -m tests.e2e.screenshots`. Writes docs/review.png and
-docs/lease.png from a fresh demo server in a temporary folder.
+Run from the repository root: `python -m tests.e2e.screenshots`. Writes docs/*.png from a
+fresh demo server in a temporary folder.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from tests.conftest import ROOT, scalar, start_server
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, sign_in
+from tests.test_attachments import png
 
 DOCS = ROOT / "docs"
 
@@ -47,10 +49,24 @@ def main() -> int:
                     "data-status", "proposed", timeout=20_000)
                 page.locator("input[type=radio]").nth(1).check()
                 page.screenshot(path=DOCS / "lease.png", full_page=True)
+
+                page.goto(f"{server.url}/invoices")
+                page.screenshot(path=DOCS / "invoices.png", full_page=True)
+                draft = scalar(db_path, "SELECT invoices.id FROM invoices JOIN actors ON"
+                                        " actors.id = owner_id WHERE status = 'draft'"
+                                        " AND email = 'ada@example.com'")
+                page.goto(f"{server.url}/invoices/{draft}")
+                page.get_by_label("Attach a receipt or document (PDF or photo)").set_input_files(
+                    files=[{"name": "receipt.png", "mimeType": "image/png", "buffer": png(90)}])
+                expect(page.locator("#attach-status")).to_contain_text("Attached")
+                page.screenshot(path=DOCS / "draft.png", full_page=True)
+                page.goto(f"{server.url}/invoices/{draft}/issue")
+                expect(page.locator("#submit")).to_be_enabled()
+                page.screenshot(path=DOCS / "issue.png", full_page=True)
                 browser.close()
         finally:
             server.stop()
-    print(f"wrote {DOCS / 'review.png'} and {DOCS / 'lease.png'}")
+    print(f"wrote review, lease, invoices, draft and issue screenshots to {DOCS}")
     return 0
 
 

@@ -1,0 +1,117 @@
+"""Back up while 8 clients write, restore into a new folder, serve it: the same data answers."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
+from pathlib import Path
+
+import httpx
+
+from studio.auth import SESSION_COOKIE
+from tests.conftest import (
+    ADA,
+    BEN,
+    ROOT,
+    lease_body,
+    rows,
+    scalar,
+    sign_in,
+    start_server,
+    studio_env,
+    wait_until,
+)
+
+CLIENTS = 8
+
+
+def studio_command(db_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "studio.cli", *args, "--db", str(db_path)],
+                          cwd=ROOT, env=studio_env(db_path, STUDIO_SECRET_KEY=""),
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_a_backup_under_load_restores_every_write_acknowledged_before_it(tmp_path):
+    live = tmp_path / "live" / "studio.db"
+    live.parent.mkdir()
+    # No STUDIO_SECRET_KEY: the key is generated into studio.db.secret, which the backup takes.
+    server = start_server(live, "--demo", STUDIO_SECRET_KEY="")
+    stop = threading.Event()
+    acknowledged: list[tuple[float, str, str]] = []  # (when, email, lease id)
+    statuses: list[int] = []
+    try:
+        clients = [sign_in(server.url, ADA if n % 2 == 0 else BEN) for n in range(CLIENTS)]
+        cookies = {ADA: clients[0].cookies[SESSION_COOKIE], BEN: clients[1].cookies[SESSION_COOKIE]}
+        invoices = {email: [r[0] for r in rows(live, "SELECT invoices.id FROM invoices JOIN"
+                                                     " actors ON actors.id = owner_id"
+                                                     " WHERE email = ?", email)]
+                    for email in (ADA, BEN)}
+
+        def submit_until_stopped(n: int) -> None:
+            email = ADA if n % 2 == 0 else BEN
+            i = 0
+            while not stop.is_set():
+                body = lease_body([invoices[email][i % len(invoices[email])]], f"load-{n}-{i}")
+                reply = clients[n].post("/leases", json=body)
+                statuses.append(reply.status_code)
+                if reply.status_code == 201:
+                    acknowledged.append((time.monotonic(), email, reply.json()["lease_id"]))
+                i += 1
+
+        with ThreadPoolExecutor(CLIENTS) as pool:
+            running = [pool.submit(submit_until_stopped, n) for n in range(CLIENTS)]
+            wait_until(lambda: len(acknowledged) >= 40, 60, "the load to get going")
+            began = time.monotonic()
+            before = [(email, lease_id) for when, email, lease_id in list(acknowledged)
+                      if when < began]
+            copied = studio_command(live, "backup", str(tmp_path / "backup"))
+            count_at_end = len(acknowledged)
+            wait_until(lambda: len(acknowledged) > count_at_end + 10, 60,
+                       "writes to go on after the backup")
+            stop.set()
+            for future in running:
+                future.result()
+        for client in clients:
+            client.close()
+    finally:
+        stop.set()
+        server.stop()
+
+    assert copied.returncode == 0, copied.stdout + copied.stderr
+    assert "integrity: ok" in copied.stdout and "files: ok" in copied.stdout
+    assert "key file:" in copied.stdout
+    assert set(statuses) == {201}, sorted(set(statuses))
+    backup = tmp_path / "backup"
+    assert sorted(p.name for p in backup.iterdir()) == ["studio.db", "studio.db.secret"]
+    checked = studio_command(backup / "studio.db", "check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.splitlines()[0].startswith("integrity: ok")
+
+    # Restore as the README says: copy the backup folder's files into a new folder, serve it.
+    restored = tmp_path / "restored"
+    shutil.copytree(backup, restored)
+    restored_db = restored / "studio.db"
+    kept = {r[0] for r in rows(restored_db, "SELECT id FROM leases")}
+    assert {lease_id for _, lease_id in before} <= kept
+    assert len(kept) < len(acknowledged)  # the copy is one moment, not the end of the load
+    server = start_server(restored_db, STUDIO_SECRET_KEY="")
+    try:
+        # The old cookies still sign in: the sessions and the key file came along.
+        for email in (ADA, BEN):
+            with closing(httpx.Client(base_url=server.url, timeout=30,
+                                      cookies={SESSION_COOKIE: cookies[email]},
+                                      headers={"Accept": "application/json"})) as client:
+                assert client.get("/invoices").status_code == 200
+                for owner, lease_id in before:
+                    if owner == email:
+                        reply = client.get(f"/leases/{lease_id}")
+                        assert reply.status_code == 200, reply.text
+                        assert reply.json()["lease_id"] == lease_id
+    finally:
+        server.stop()
+    assert scalar(restored_db, "SELECT COUNT(*) FROM leases") >= len(before)

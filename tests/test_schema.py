@@ -1,0 +1,54 @@
+"""Migrations: each one commits on its own; a file from a newer studio is never touched."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from studio import db as store
+from studio.db import MIGRATIONS, SchemaTooNew, prepare
+from tests.conftest import ROOT, scalar, studio_env
+
+
+def test_a_newer_schema_is_refused_and_the_file_is_unchanged_byte_for_byte(tmp_path):
+    path = tmp_path / "studio.db"
+    prepare(path)
+    newer = len(MIGRATIONS) + 5
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version = {newer}")
+    db.commit()
+    db.close()  # the last connection closing folds the WAL in and removes -wal and -shm
+    before = path.read_bytes()
+    folder = sorted(p.name for p in tmp_path.iterdir())
+    assert folder == ["studio.db"]
+
+    with pytest.raises(SchemaTooNew) as refused:
+        prepare(path)
+    assert f"schema version {newer}" in str(refused.value)
+    assert f"versions up to {len(MIGRATIONS)}" in str(refused.value)
+
+    for command in (["serve", "--port", "1"], ["users", "list"], ["worker"]):
+        ran = subprocess.run([sys.executable, "-m", "studio.cli", *command, "--db", str(path)],
+                             cwd=ROOT, env=studio_env(path), capture_output=True, text=True,
+                             timeout=60)
+        assert ran.returncode == 1, (command, ran.stderr)
+        assert f"schema version {newer}" in ran.stderr, ran.stderr
+        assert f"versions up to {len(MIGRATIONS)}" in ran.stderr
+
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == folder  # no -wal, no -shm
+
+
+def test_each_migration_commits_in_its_own_transaction(tmp_path, monkeypatch):
+    """A migration that fails leaves the ones before it applied, and none of itself."""
+    path = tmp_path / "studio.db"
+    broken = [*MIGRATIONS, "CREATE TABLE half_made (id INTEGER);\nSELECT * FROM no_such_table;\n"]
+    monkeypatch.setattr(store, "MIGRATIONS", broken)
+    with pytest.raises(sqlite3.OperationalError):
+        prepare(path)
+    assert scalar(path, "PRAGMA user_version") == len(MIGRATIONS)
+    assert scalar(path, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'half_made'") == 0
+    assert scalar(path, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'actors'") == 1

@@ -16,12 +16,13 @@ from starlette.templating import Jinja2Templates
 
 from studio import assets, attachments, metrics, web
 from studio.auth import Sessions
-from studio.browser import CrossOriginGuard
+from studio.browser import ClientTimeout, CrossOriginGuard
 from studio.config import Settings, from_environment, signing_keys
 from studio.db import Database
 from studio.demo import ensure_demo
 from studio.memo import Memo
 from studio.providers import Provider, Providers
+from studio.throttle import Limits
 from studio.views import attachments as attachment_views
 from studio.views import invoices as invoice_views
 from studio.views import profile as profile_views
@@ -39,6 +40,13 @@ def resource(path: str, **handlers: Endpoint) -> Route:
     return Route(path, by_method, methods=list(handlers), name=path)
 
 
+def sessions_for(db: Database, settings: Settings) -> Sessions:
+    limits = Limits(settings.signin_window_seconds, settings.signin_failures_per_pair,
+                    settings.signin_failures_per_address, settings.signin_failures_per_email)
+    return Sessions(db, signing_keys(settings), idle_seconds=settings.session_idle_seconds,
+                    max_seconds=settings.session_max_seconds, limits=limits)
+
+
 def create_app(settings: Settings | None = None, providers: dict[str, Provider] | None = None
                ) -> Starlette:
     settings = settings or from_environment()
@@ -51,7 +59,7 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
         known = Providers(settings, providers)
         worker = Worker(db, known, settings)
         app.state.studio = web.Studio(
-            settings=settings, db=db, sessions=Sessions(db, signing_keys(settings)),
+            settings=settings, db=db, sessions=sessions_for(db, settings),
             providers=known, worker=worker if settings.embedded_worker else None,
             templates=Jinja2Templates(directory=assets.folder("templates")), memo=Memo(db),
         )
@@ -59,7 +67,7 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
         if settings.embedded_worker:
             background.append(asyncio.create_task(worker.run()))
         if settings.sweeper:
-            background.append(asyncio.create_task(sweep(db)))
+            background.append(asyncio.create_task(sweep(db, settings)))
             background.append(asyncio.create_task(
                 attachments.sweep_forever(db, attachments.FileStore(settings.files))))
         try:
@@ -75,6 +83,7 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             Route("/", web.home),
             resource("/login", GET=web.login_page, POST=web.login),
             resource("/logout", POST=web.logout),
+            resource("/logout/everywhere", POST=web.logout),
             resource("/invoices", GET=invoice_views.invoice_list,
                      POST=invoice_views.create_invoice),
             resource("/invoices/new", GET=invoice_views.new_invoice_page),
@@ -105,7 +114,9 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             resource("/metrics", GET=metrics.metrics),
             Mount("/static", StaticFiles(directory=assets.folder("static")), name="static"),
         ],
-        middleware=[Middleware(metrics.RequestRecorder), Middleware(CrossOriginGuard)],
+        middleware=[Middleware(metrics.RequestRecorder),
+                    Middleware(ClientTimeout, seconds=settings.client_timeout_seconds),
+                    Middleware(CrossOriginGuard)],
         exception_handlers=web.EXCEPTION_HANDLERS,
         lifespan=lifespan,
     )

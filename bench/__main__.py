@@ -51,6 +51,7 @@ TARGETS: dict[str, tuple[str, float]] = {
     "worker_ratio": (">=", 0.5),
     "same_id_leases": ("==", 1),
     "rss_mb_200_pollers": ("<=", 200),
+    "poll_under_login_flood_ratio": ("<=", 2.0),
     "issue_ratio": ("<=", 1.5),
     "issue_2proc_gapless": ("==", True),
     "upload_ratio": ("<=", 2.0),
@@ -269,13 +270,14 @@ def free_port() -> int:
 
 
 class Process:
-    def __init__(self, name: str, args: list[str], env: dict[str, str], log: Path) -> None:
+    def __init__(self, name: str, args: list[str], env: dict[str, str], log: Path,
+                 cwd: Path = ROOT) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         self.process = subprocess.Popen(
             [sys.executable, *args, "--host", "127.0.0.1", "--port", str(self.port)],
-            cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+            cwd=cwd, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 30
         while True:
@@ -436,6 +438,110 @@ def bench_http(work: Path, seconds: float) -> dict[str, Any]:
     return out
 
 
+# --- a wrong-password flood: does everyone else still get answered? ------------------------
+
+
+def timed_polls(client: httpx.Client, path: str, seconds: float) -> list[float]:
+    """Poll like a browser tab (every 50 ms) and keep each reply's latency in ms."""
+    latencies: list[float] = []
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        started = time.perf_counter()
+        client.get(path).raise_for_status()
+        latencies.append((time.perf_counter() - started) * 1000)
+        time.sleep(0.05)
+    return latencies
+
+
+def worker_throughput(client: httpx.Client, invoices: list[str], seconds: float,
+                      tag: str) -> float:
+    """Tasks per second through the embedded worker: leases submitted one after another, each
+    timed from submission to proposed."""
+    tasks, spent, n = 0, 0.0, 0
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        n += 1
+        started = time.perf_counter()
+        made = client.post("/leases", json={
+            "request_id": f"flood-{tag}-{n}", "purpose": "summarize_invoice",
+            "invoice_ids": invoices, "providers": ["local"], "candidates": 5})
+        made.raise_for_status()
+        lease = made.json()
+        while client.get(f"/leases/{lease['lease_id']}").json()["status"] == "open":
+            time.sleep(0.005)
+        spent += time.perf_counter() - started
+        tasks += lease["tasks"]
+    return tasks / spent
+
+
+def flood_phase(url: str, client: httpx.Client, poll_path: str, invoices: list[str],
+                seconds: float, work: Path, tag: str, flood: bool) -> dict[str, Any]:
+    """Poll latency and worker throughput, with or without 8 clients posting wrong passwords
+    for made-up emails (wrk, a separate process) the whole time."""
+    flooder = None
+    if flood:
+        body = work / "flood.json"
+        body.write_text(json.dumps({"email": "nobody-@ID@@example.com", "password": "wrong"}))
+        command = ["wrk", "-t1", "-c8", f"-d{round(seconds * 2) + 2}s", "--timeout", "30s",
+                   "-s", str(LUA), f"{url}/login"]
+        flooder = subprocess.Popen(command, env={**os.environ, "BENCH_BODY_FILE": str(body),
+                                                 "BENCH_FRESH_IDS": "1"},
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        time.sleep(1.0)  # let the flood reach its stride
+    try:
+        polls = timed_polls(client, poll_path, seconds)
+        rate = worker_throughput(client, invoices, seconds, tag)
+    finally:
+        if flooder is not None:
+            output = flooder.communicate(timeout=seconds * 2 + 60)[0]
+    out = {"poll_p50_ms": statistics.median(polls), "worker_tasks_per_s": rate}
+    if flooder is not None:
+        line = next(x for x in output.splitlines() if x.startswith("BENCH "))
+        figures = json.loads(line.removeprefix("BENCH "))
+        out["flood_rps"] = figures["requests"] / (figures["duration_us"] / 1e6)
+    return out
+
+
+def bench_login_flood(work: Path, seconds: float, root: Path = ROOT,
+                      throttled: bool = True) -> dict[str, Any]:
+    """`poll_under_login_flood_ratio`: median poll latency during an 8-client wrong-password
+    flood over the idle median, and the worker's throughput during the flood over without."""
+    tag = "throttled" if throttled else "unthrottled"
+    db_path = work / f"flood-{tag}.db"
+    env = studio_env(db_path)
+    if not throttled:  # every attempt reaches argon2: what the off-loop checks are for
+        env.update({"STUDIO_SIGNIN_FAILURES_PER_ADDRESS": "100000000",
+                    "STUDIO_SIGNIN_FAILURES_PER_EMAIL": "100000000",
+                    "STUDIO_SIGNIN_FAILURES_PER_PAIR": "100000000"})
+    studio = Process("studio serve", ["-m", "studio.cli", "serve", "--demo"], env,
+                     work / f"flood-{tag}.log", cwd=root)
+    try:
+        client = httpx.Client(base_url=studio.url, headers={"Accept": "application/json"},
+                              timeout=60)
+        client.post("/login", json={"email": "ada@example.com", "password": PASSWORD}
+                    ).raise_for_status()
+        invoices = [row["id"] for row in client.get("/invoices").json()]
+        lease = client.post("/leases", json={
+            "request_id": "flood-poll", "purpose": "summarize_invoice",
+            "invoice_ids": invoices[:1], "providers": ["local"]}).json()
+        poll_path = f"/leases/{lease['lease_id']}"
+        idle = flood_phase(studio.url, client, poll_path, invoices, seconds, work, f"{tag}-idle",
+                           flood=False)
+        flooded = flood_phase(studio.url, client, poll_path, invoices, seconds, work,
+                              f"{tag}-flood", flood=True)
+        client.close()
+    finally:
+        studio.stop()
+    prefix = "poll_under_login_flood" if throttled else "poll_under_login_flood_unthrottled"
+    return {
+        f"{prefix}_ratio": flooded["poll_p50_ms"] / idle["poll_p50_ms"],
+        f"{prefix}_p50_ms": flooded["poll_p50_ms"],
+        f"{prefix}_idle_p50_ms": idle["poll_p50_ms"],
+        f"{prefix}_login_rps": flooded["flood_rps"],
+        f"{prefix}_worker_ratio": flooded["worker_tasks_per_s"] / idle["worker_tasks_per_s"],
+        f"{prefix}_worker_tasks_per_s": flooded["worker_tasks_per_s"],
+        f"{prefix}_worker_idle_tasks_per_s": idle["worker_tasks_per_s"],
+    }
 # --- issuing: the transaction and two processes ----------------------------------------------
 
 
@@ -499,6 +605,12 @@ def print_table(results: dict[str, Any]) -> None:
     print("\nlatency (ms)                      p50       p99")
     for name in ("replay", "submit_new", "poll_json", "poll_fragment", "bare_post", "bare_get"):
         print(f"{name:32} {results[f'{name}_p50_ms']:>8.2f}  {results[f'{name}_p99_ms']:>8.2f}")
+    for prefix in ("poll_under_login_flood", "poll_under_login_flood_unthrottled"):
+        print(f"{prefix}: poll p50 {results[f'{prefix}_idle_p50_ms']:.2f} ms idle,"
+              f" {results[f'{prefix}_p50_ms']:.2f} ms flooded"
+              f" ({results[f'{prefix}_login_rps']:.0f} sign-ins/s); worker"
+              f" {results[f'{prefix}_worker_idle_tasks_per_s']:.0f} -> "
+              f"{results[f'{prefix}_worker_tasks_per_s']:.0f} tasks/s")
     print("\nrequests/s: " + ", ".join(
         f"{name} {results[f'{name}_rps']:.0f}" for name in
         ("bare_get", "poll_json", "poll_fragment", "bare_post", "replay", "submit_new")))
@@ -520,7 +632,17 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a run of under two minutes")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--flood-only", type=Path, metavar="ROOT", default=None,
+                        help="only the sign-in flood, against the studio checked out at ROOT"
+                             " (to measure an older version); prints, writes nothing")
     args = parser.parse_args(argv)
+    if args.flood_only is not None:
+        with tempfile.TemporaryDirectory(prefix="studio-bench-") as folder:
+            print(json.dumps(bench_login_flood(Path(folder), 4 if args.quick else 8,
+                                               root=args.flood_only.resolve()), indent=2))
+        return
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is needed for the HTTP figures: apt-get install wrk")
     install_wrk()
     quick = args.quick
     results: dict[str, Any] = {**machine(), "quick": quick}
@@ -529,6 +651,9 @@ def main(argv: list[str] | None = None) -> None:
         ("worker", lambda w: asyncio.run(bench_worker(w, 300 if quick else 600,
                                                       1 if quick else 3))),
         ("http", lambda w: bench_http(w, 4 if quick else 10)),
+        ("login flood", lambda w: bench_login_flood(w, 4 if quick else 8)),
+        ("login flood, unthrottled",
+         lambda w: bench_login_flood(w, 4 if quick else 8, throttled=False)),
         ("issuing", lambda w: bench_issuing(w, 30 if quick else 200, 200 if quick else 600)),
         ("uploads", lambda w: bench_uploading(w, 5 if quick else 15)),
     ]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
+import os
 import secrets
 import sqlite3
 import time
@@ -18,10 +20,19 @@ from itsdangerous import BadSignature, URLSafeSerializer
 
 from studio.db import Database
 from studio.errors import Refusal
+from studio.throttle import Limits, SignInThrottle
 
 SESSION_COOKIE = "studio_session"
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 hasher = PasswordHasher()
+# Each argon2 check takes 64 MiB and, with its four lanes, up to four cores: half the cores'
+# worth at once bounds the memory and leaves the event loop a core.
+PASSWORD_CHECKS_AT_ONCE = max(1, (os.cpu_count() or 2) // 2)
+# A throttled sign-in is answered after this pause: a flood's connections then cost a
+# request a second each instead of a busy loop answering 429s as fast as they come.
+REFUSED_SIGN_IN_PAUSE_S = 1.0
+# A session's last use is written at most this often, so a poll is not a write.
+TOUCH_EVERY_S = 60.0
 # Verifying against this keeps an unknown email as slow as a wrong password.
 _NOBODY_HASH = hasher.hash(secrets.token_hex(16))
 
@@ -41,14 +52,22 @@ def _session_key(token: str) -> str:
 class Sessions:
     """Sign-in and sign-out, with the session id carried in a signed cookie."""
 
-    def __init__(self, db: Database, signing_key: str | Sequence[str]) -> None:
+    def __init__(self, db: Database, signing_key: str | Sequence[str], *,
+                 idle_seconds: float = 43200.0, max_seconds: float = 604800.0,
+                 limits: Limits | None = None) -> None:
         self.db = db
         keys = [signing_key] if isinstance(signing_key, str) else list(signing_key)
         # Newest first: new cookies are signed with keys[0], older keys only verify.
         self._signers = [URLSafeSerializer(key, salt="studio-session") for key in keys]
         self.cookies = self._signers[0]
+        self.idle_seconds = idle_seconds
+        self.max_seconds = max_seconds
+        self.throttle = SignInThrottle(limits or Limits())
+        self._password_slots = asyncio.Semaphore(PASSWORD_CHECKS_AT_ONCE)
         # A signature check always gives the same answer for the same cookie: remember good ones.
         self._session_key = functools.lru_cache(maxsize=4096)(self._verify)
+        # session key -> until when this process knows the session is current (see `confirmed`)
+        self._current_until: dict[str, float] = {}
 
     def _verify(self, cookie: str) -> str:
         for signer in self._signers:
@@ -63,31 +82,89 @@ class Sessions:
             return _session_key(token)
         raise Refusal("not_signed_in")
 
-    async def sign_in(self, email: object, password: object) -> tuple[Actor, str]:
-        """The actor and the cookie value for a matching email and password."""
+    async def verify_password(self, password_hash: str, password: str) -> bool:
+        """argon2 on a worker thread, a few at a time: a sign-in never blocks the event loop."""
+        async with self._password_slots:
+            return await asyncio.to_thread(_verify_password, password_hash, password)
+
+    async def hash_password(self, password: str) -> str:
+        async with self._password_slots:
+            return await asyncio.to_thread(hasher.hash, password)
+
+    async def sign_in(self, email: object, password: object, address: str = "",
+                      presented: str | None = None) -> tuple[Actor, str]:
+        """The actor and the cookie value for a matching email and password.
+
+        Failed attempts are throttled per email and client address (429 `too_many_attempts`).
+        Every sign-in makes a new session; the one the browser presented, if any, ends
+        (its live leases move to the new session when it is the same actor's)."""
         if not isinstance(email, str) or not isinstance(password, str) or len(password) > 1024:
             raise Refusal("invalid_credentials")
-        row = await self.db.read(_actor_by_email, email.strip().lower())
+        email = email.strip().lower()
         try:
-            hasher.verify(row["password_hash"] if row else _NOBODY_HASH, password)
-        except (VerificationError, InvalidHashError):
-            raise Refusal("invalid_credentials") from None
-        if row is None:
+            self.throttle.check(email, address)
+        except Refusal:
+            await asyncio.sleep(REFUSED_SIGN_IN_PAUSE_S)
+            raise
+        row = await self.db.read(_actor_by_email, email)
+        matched = await self.verify_password(
+            row["password_hash"] if row else _NOBODY_HASH, password)
+        if not matched or row is None:
+            self.throttle.failed(email, address)
             raise Refusal("invalid_credentials")
         if row["disabled_at"] is not None:
             raise Refusal("account_disabled")
+        self.throttle.succeeded(email, address)
+        previous = None
+        if presented:
+            try:
+                previous = self._session_key(presented)
+            except Refusal:
+                previous = None
         token = secrets.token_urlsafe(32)
-        await self.db.write(_open_session, _session_key(token), row["id"], time.time())
+        await self.db.write(_open_session, _session_key(token), row["id"], time.time(), previous)
         return Actor(row["id"], row["email"], _session_key(token)), self.cookies.dumps(token)
 
     async def actor(self, cookie: str | None) -> Actor:
-        """The signed-in actor named by the cookie; the only source of identity."""
+        """The signed-in actor named by the cookie; the only source of identity. A session
+        idle or old past its limits is refused here, before the sweeper removes it."""
         if not cookie:
             raise Refusal("not_signed_in")
-        row = await self.db.read(_actor_by_session, self._session_key(cookie))
+        key = self._session_key(cookie)
+        row = await self.db.read(_actor_by_session, key)
+        now = time.time()
         if row is None:
             raise Refusal("not_signed_in")
+        seen = row["last_seen_at"] or row["created_at"]
+        ends_at = min(row["created_at"] + self.max_seconds, seen + self.idle_seconds)
+        if ends_at <= now:
+            self._current_until.pop(key, None)
+            raise Refusal("not_signed_in")
+        if now - seen >= TOUCH_EVERY_S:
+            await self.db.write(_touch_session, key, now)
+            seen = now
+        if len(self._current_until) > 4096:
+            self._current_until.clear()
+        self._current_until[key] = min(ends_at, seen + TOUCH_EVERY_S)
         return Actor(row["id"], row["email"], row["session_id"])
+
+    def confirmed(self, cookie: str | None) -> bool:
+        """Whether this process saw the cookie's session current lately and it cannot have
+        expired or be due a touch since: only then may a remembered answer stand in for it."""
+        if not cookie:
+            return False
+        try:
+            key = self._session_key(cookie)
+        except Refusal:
+            return False
+        return self._current_until.get(key, 0.0) > time.time()
+
+
+def _verify_password(password_hash: str, password: str) -> bool:
+    try:
+        return hasher.verify(password_hash, password)
+    except (VerificationError, InvalidHashError):
+        return False
 
 
 def _actor_by_email(db: sqlite3.Connection, email: str) -> sqlite3.Row | None:
@@ -98,26 +175,64 @@ def _actor_by_email(db: sqlite3.Connection, email: str) -> sqlite3.Row | None:
 
 def _actor_by_session(db: sqlite3.Connection, session_id: str) -> sqlite3.Row | None:
     return db.execute(
-        "SELECT actors.id, actors.email, sessions.id AS session_id FROM sessions"
+        "SELECT actors.id, actors.email, sessions.id AS session_id, sessions.created_at,"
+        " sessions.last_seen_at FROM sessions"
         " JOIN actors ON actors.id = sessions.actor_id WHERE sessions.id = ?"
         " AND actors.disabled_at IS NULL",
         (session_id,),
     ).fetchone()
 
 
-def _open_session(db: sqlite3.Connection, session_id: str, actor_id: str, now: float) -> None:
+def _open_session(db: sqlite3.Connection, session_id: str, actor_id: str, now: float,
+                  previous: str | None = None) -> None:
     db.execute(
-        "INSERT INTO sessions (id, actor_id, created_at) VALUES (?, ?, ?)",
-        (session_id, actor_id, now),
+        "INSERT INTO sessions (id, actor_id, created_at, last_seen_at) VALUES (?, ?, ?, ?)",
+        (session_id, actor_id, now, now),
     )
+    if previous is None:
+        return
+    from studio import leases  # leases imports Actor from here
+
+    # The same person signing in again keeps their running requests on the new session.
+    db.execute(
+        "UPDATE leases SET session_id = ? WHERE session_id = ? AND actor_id = ?"
+        " AND status IN ('open', 'proposed')",
+        (session_id, previous, actor_id),
+    )
+    leases.end_session(db, previous, now)
 
 
-def add_actor(db: sqlite3.Connection, email: str, password: str) -> str:
-    """Create an actor (inside the caller's transaction) and return its id."""
+def _touch_session(db: sqlite3.Connection, session_id: str, now: float) -> None:
+    db.execute("UPDATE sessions SET last_seen_at = ? WHERE id = ?", (now, session_id))
+
+
+def expired_sessions(db: sqlite3.Connection, now: float, idle_seconds: float,
+                     max_seconds: float) -> list[str]:
+    """Sessions past their absolute life, or unused for longer than the idle limit."""
+    return [row[0] for row in db.execute(
+        "SELECT id FROM sessions WHERE created_at <= ?"
+        " OR COALESCE(last_seen_at, created_at) <= ?",
+        (now - max_seconds, now - idle_seconds),
+    )]
+
+
+def sessions_of(db: sqlite3.Connection, actor_id: str) -> list[str]:
+    return [row[0] for row in db.execute(
+        "SELECT id FROM sessions WHERE actor_id = ?", (actor_id,))]
+
+
+def delete_session(db: sqlite3.Connection, session_id: str) -> None:
+    db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+
+
+def add_actor(db: sqlite3.Connection, email: str, password: str,
+              password_hash: str | None = None) -> str:
+    """Create an actor (inside the caller's transaction) and return its id. Pass a hash made
+    beforehand (`Sessions.hash_password`) to keep argon2 out of the transaction."""
     actor_id = str(uuid.uuid4())
     db.execute(
         "INSERT INTO actors (id, email, password_hash, created_at) VALUES (?, ?, ?, ?)",
-        (actor_id, email.lower(), hasher.hash(password), time.time()),
+        (actor_id, email.lower(), password_hash or hasher.hash(password), time.time()),
     )
     return actor_id
 
@@ -136,5 +251,11 @@ def is_cross_origin(method: str, headers: dict[str, str]) -> bool:
     origin = headers.get("origin")
     if origin is None:
         return False
+    if origin == "null":
+        return True
+    try:
+        netloc = urlsplit(origin).netloc
+    except ValueError:  # an Origin nobody can read cannot be shown to be this site
+        return True
     # Host only, not scheme: behind a TLS proxy the app itself is reached over plain http.
-    return origin == "null" or urlsplit(origin).netloc.lower() != headers.get("host", "").lower()
+    return not netloc or netloc.lower() != headers.get("host", "").lower()

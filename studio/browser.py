@@ -1,9 +1,12 @@
-"""Browser-facing guard: unsafe cross-origin requests are refused before any handler runs."""
+"""Guards at the edge: unsafe cross-origin requests are refused before any handler runs, and a
+request body that stalls is cut off."""
 
 from __future__ import annotations
 
+import asyncio
+
 from starlette.requests import Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from studio.auth import is_cross_origin
 from studio.errors import Refusal
@@ -25,3 +28,27 @@ class CrossOriginGuard:
                 )
                 return
         await self.app(scope, receive, send)
+
+
+class ClientTimeout:
+    """A request whose body goes silent for `seconds` is answered 408 and its connection
+    closed, so a stalled client cannot hold a handler (and its connection) forever."""
+
+    def __init__(self, app: ASGIApp, seconds: float) -> None:
+        self.app = app
+        self.seconds = seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def receive_in_time() -> Message:
+            try:
+                async with asyncio.timeout(self.seconds):
+                    return await receive()
+            except TimeoutError:
+                # Raised inside the handler's read, so it answers through the usual refusal.
+                raise Refusal("request_timeout", headers={"Connection": "close"}) from None
+
+        await self.app(scope, receive_in_time, send)

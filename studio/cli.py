@@ -18,7 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from studio import accounts, logs
-from studio.config import Settings, from_environment
+from studio.config import Settings, from_environment, signing_keys
 
 log = logging.getLogger("studio.cli")
 
@@ -59,6 +59,7 @@ def serve(args: argparse.Namespace) -> None:
     logs.configure(settings.log_format)
     if args.workers < 1:
         raise CommandError("--workers must be at least 1.")
+    signing_keys(settings)  # a readable key file stops the start here, with how to fix it
     try:
         prepare(settings.db_path)  # migrate once, before any worker process starts
     except SchemaTooNew as error:
@@ -79,6 +80,10 @@ def serve(args: argparse.Namespace) -> None:
         "app:create_app", factory=True, host=args.host, port=args.port, workers=args.workers,
         log_config=logs.dict_config(settings.log_format), access_log=False,
         proxy_headers=settings.proxy_headers, forwarded_allow_ips=args.forwarded_allow_ips,
+        # Bounds on what one client may hold: a header block, a connection idling between
+        # requests, and connections in all (past it, 503). A front proxy adds more: README.
+        h11_max_incomplete_event_size=16 * 1024, limit_concurrency=settings.max_connections,
+        timeout_keep_alive=5,
     )
 
 

@@ -38,6 +38,16 @@ class Settings:
     embedded_worker: bool = True
     # Off only in tests that drive the deadline by hand.
     sweeper: bool = True
+    session_idle_seconds: float = 43200.0
+    session_max_seconds: float = 604800.0
+    client_timeout_seconds: float = 30.0
+    max_connections: int = 1000
+    max_open_tasks_per_actor: int = 2000
+    # Failed sign-ins counted over this window; see studio/throttle.py for how they combine.
+    signin_window_seconds: float = 900.0
+    signin_failures_per_pair: int = 5
+    signin_failures_per_address: int = 30
+    signin_failures_per_email: int = 30
     log_format: str = "text"
     metrics_token: str = field(default="", repr=False)
     # Behind a TLS proxy: trust X-Forwarded-* from it and always mark the cookie Secure.
@@ -68,6 +78,18 @@ def from_environment(env: dict[str, str] | None = None) -> Settings:
         openai_model=env.get("STUDIO_OPENAI_MODEL") or "gpt-4o-mini",
         openai_api_key=env.get("STUDIO_OPENAI_API_KEY", ""),
         embedded_worker=env.get("STUDIO_EMBEDDED_WORKER", "1") != "0",
+        session_idle_seconds=_number(env, "STUDIO_SESSION_IDLE_SECONDS", 43200.0) or 43200.0,
+        session_max_seconds=_number(env, "STUDIO_SESSION_MAX_SECONDS", 604800.0) or 604800.0,
+        client_timeout_seconds=_number(env, "STUDIO_CLIENT_TIMEOUT_SECONDS", 30.0) or 30.0,
+        max_connections=int(_number(env, "STUDIO_MAX_CONNECTIONS", 1000)) or 1000,
+        max_open_tasks_per_actor=int(_number(env, "STUDIO_MAX_OPEN_TASKS_PER_ACTOR", 2000))
+        or 2000,
+        signin_window_seconds=_number(env, "STUDIO_SIGNIN_WINDOW_SECONDS", 900.0) or 900.0,
+        signin_failures_per_pair=int(_number(env, "STUDIO_SIGNIN_FAILURES_PER_PAIR", 5)) or 5,
+        signin_failures_per_address=int(
+            _number(env, "STUDIO_SIGNIN_FAILURES_PER_ADDRESS", 30)) or 30,
+        signin_failures_per_email=int(
+            _number(env, "STUDIO_SIGNIN_FAILURES_PER_EMAIL", 30)) or 30,
         demo=env.get("STUDIO_DEMO", "0") == "1",
         log_format=_choice(env, "STUDIO_LOG_FORMAT", ("text", "json")),
         metrics_token=env.get("STUDIO_METRICS_TOKEN", "").strip(),
@@ -86,25 +108,61 @@ def _choice(env: dict[str, str], name: str, allowed: tuple[str, ...]) -> str:
 
 
 def signing_key(settings: Settings) -> str:
-    """The cookie signing key: the configured one, else one generated once beside the database."""
+    """The cookie signing key: the configured one, else one generated once beside the database,
+    readable by its owner only."""
     if settings.secret_key:
         return settings.secret_key
     path = settings.db_path.with_name(settings.db_path.name + ".secret")
+    _remove_stale_drafts(path)
     if not path.exists():
-        # Written aside, then linked: a second process starting at once reads a whole key.
+        # Written aside, synced, then linked: a second process starting at once, or a crash
+        # right after, finds either no key or a whole one, never a torn one.
         draft = path.with_name(f"{path.name}.{os.getpid()}.draft")
         fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(secrets.token_urlsafe(48))
         try:
-            os.link(draft, path)
-        except FileExistsError:
-            pass
+            with os.fdopen(fd, "w") as out:
+                out.write(secrets.token_urlsafe(48))
+                out.flush()
+                os.fsync(out.fileno())
+            try:
+                os.link(draft, path)
+            except FileExistsError:
+                pass
+            _sync_folder(path.parent)
         finally:
-            draft.unlink()
+            draft.unlink(missing_ok=True)
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        raise SystemExit(
+            f"The signing key {path} can be read by other users (mode {mode:o}); anyone who"
+            f" reads it can forge sessions. Fix it with: chmod 600 {path}")
     return path.read_text().strip()
 
 
+def _remove_stale_drafts(path: Path) -> None:
+    """A draft left by a process that died before linking it is useless: remove it."""
+    for draft in path.parent.glob(f"{path.name}.*.draft"):
+        pid = draft.name[len(path.name) + 1:-len(".draft")]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            draft.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _sync_folder(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 def signing_keys(settings: Settings) -> list[str]:
     """Every accepted cookie key, newest first: STUDIO_SECRET_KEY may list several, comma
     separated, so an old key keeps its cookies valid until it is removed from the list."""

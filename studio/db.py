@@ -8,6 +8,7 @@ BEGIN. Writes take `BEGIN IMMEDIATE`, which is what holds when two processes sha
 from __future__ import annotations
 
 import itertools
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -166,6 +167,16 @@ MIGRATIONS: list[Migration] = [
         checked_at REAL NOT NULL
     );
     """,
+    # Hardening: sessions end when idle (last_seen_at, NULL until first touched), sign-out
+    # everywhere finds an actor's sessions, and claims take turns between actors.
+    """
+    ALTER TABLE sessions ADD COLUMN last_seen_at REAL;
+    CREATE INDEX sessions_actor ON sessions(actor_id);
+    CREATE TABLE actor_turns (
+        actor_id TEXT PRIMARY KEY REFERENCES actors(id),
+        turn INTEGER NOT NULL                -- larger: this actor's task was claimed later
+    );
+    """,
 ]
 
 INVOICES_V3 = """
@@ -263,6 +274,22 @@ def _invoices_of_ones_own(db: sqlite3.Connection) -> None:
     _run_script(db, FROZEN_TRIGGERS)
 
 
+OWNER_ONLY = 0o600
+
+
+def owner_only(path: Path) -> None:
+    """The database, its WAL and shared-memory files hold password hashes and every invoice:
+    readable by their owner only. SQLite gives -wal and -shm the mode of the main file."""
+    if not path.exists():
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, OWNER_ONLY))
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            if file.stat().st_mode & 0o077:
+                file.chmod(OWNER_ONLY)
+        except FileNotFoundError:
+            pass
+
+
 class SchemaTooNew(Exception):
     """The file was written by a newer studio: refused, and left exactly as it was."""
 
@@ -275,11 +302,19 @@ class SchemaTooNew(Exception):
 
 
 def prepare(path: Path) -> None:
-    """Create the file if needed, switch it to WAL and apply pending migrations, each in its
-    own transaction. A file from a newer studio is refused before anything writes to it."""
+    """Create the file if needed (owner only), switch it to WAL and apply pending migrations,
+    each in its own transaction. A file from a newer studio is refused before anything
+    writes to it."""
     refuse_if_newer(path)
-    db = sqlite3.connect(path, isolation_level=None)
-    _set_up(db)
+    # The umask covers the files SQLite creates beside it; changed only while they appear.
+    previous = os.umask(0o077)
+    try:
+        owner_only(path)
+        db = sqlite3.connect(path, isolation_level=None)
+        _set_up(db)
+        db.execute("PRAGMA journal_mode = WAL")
+    finally:
+        os.umask(previous)
     # Rebuilding a table that others reference needs foreign keys off (SQLite's own recipe);
     # the check before COMMIT below stands in for them.
     db.execute("PRAGMA foreign_keys = OFF")

@@ -22,6 +22,8 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "lease_rejected": (409, "This request was cancelled; nothing can be applied from it."),
     "lease_failed": (409, "No proposal could be made for this request; nothing can be applied."),
     "lease_not_cancelable": (409, "This request has already ended and cannot be cancelled."),
+    "request_timeout": (
+        408, "The request body stopped arriving before it was complete; send it again."),
     "invoice_issued": (409, "This invoice is issued; an issued invoice never changes."),
     "draft_changed": (
         409, "This draft changed since you opened it. Reload it and make your change again."),
@@ -44,6 +46,11 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "credit_exceeds_invoice": (
         422, "The credit notes of an invoice cannot come to more than its total."),
     "invalid_choice": (422, "A chosen proposal does not belong to that invoice in this request."),
+    "too_many_attempts": (
+        429, "Too many failed sign-ins. Wait a few minutes, then try again."),
+    "too_many_open_tasks": (
+        429, "You have too many proposals still being written. Wait for some to finish, or"
+             " cancel a request, then submit again."),
     "database_busy": (503, "The studio is busy; try again in a moment."),
 }
 
@@ -51,10 +58,12 @@ REFUSALS: dict[str, tuple[int, str]] = {
 class Refusal(Exception):
     """A request the studio refuses, with its code, HTTP status and message."""
 
-    def __init__(self, code: str, message: str | None = None) -> None:
+    def __init__(self, code: str, message: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
         self.code = code
         self.status, default = REFUSALS[code]
         self.message = message or default
+        self.headers = headers or {}  # e.g. Retry-After, or Connection: close after a stall
         super().__init__(f"{code}: {self.message}")
 
     def as_json(self) -> dict[str, str]:

@@ -169,9 +169,11 @@ def create_lease(
     plan: Plan,
     lease_seconds: float,
     now: float | None = None,
+    max_open_tasks: int | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """Commit the request binding, the lease and its complete task tree together
-    (invariant 1); the binding is checked again here, under BEGIN IMMEDIATE."""
+    (invariant 1); the binding is checked again here, under BEGIN IMMEDIATE, and so is the
+    cap on what one actor may have waiting."""
     now = clock(now)
     receipt = _bound(db, actor.id, request)
     if receipt is not None:
@@ -182,6 +184,13 @@ def create_lease(
     intent = request.intent
     if not _owns_all(db, actor.id, intent.invoice_ids):
         raise Refusal("invoice_not_found")
+    if max_open_tasks is not None:
+        waiting = _waiting_tasks(db, actor.id)
+        if waiting + len(plan) > max_open_tasks:
+            raise Refusal("too_many_open_tasks", (
+                f"You have {waiting} proposals still being written and this request adds"
+                f" {len(plan)}; at most {max_open_tasks} may wait at once. Wait for some to"
+                " finish, or cancel a request, then submit again."))
     options = {"providers": list(intent.providers), "candidates": intent.candidates}
 
     def make(lease_id: str) -> None:
@@ -211,8 +220,18 @@ def create_lease(
     return _receipt(db, lease_id), True
 
 
+def _waiting_tasks(db: sqlite3.Connection, actor_id: str) -> int:
+    return db.execute(
+        "SELECT COUNT(*) FROM leases JOIN tasks INDEXED BY tasks_waiting"
+        " ON tasks.lease_id = leases.id WHERE leases.actor_id = ? AND leases.status = 'open'"
+        " AND tasks.status IN ('pending', 'running')",
+        (actor_id,),
+    ).fetchone()[0]
+
+
 async def submit(
-    db: Database, providers: Providers, actor: Actor, request: LeaseRequest, lease_seconds: float
+    db: Database, providers: Providers, actor: Actor, request: LeaseRequest, lease_seconds: float,
+    max_open_tasks: int | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """Submit a frozen request: (receipt, created). Network work happens between the early
     look (an optimisation) and the write transaction (the guarantee), never inside it."""
@@ -220,4 +239,5 @@ async def submit(
     if receipt is not None:
         return receipt, False
     plan = plan_tasks(request.intent, await providers.resolve(list(request.intent.providers)))
-    return await db.write(create_lease, actor, request, plan, lease_seconds)
+    return await db.write(create_lease, actor, request, plan, lease_seconds,
+                          max_open_tasks=max_open_tasks)

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from studio import logs, metrics
-from studio.auth import Actor
+from studio.auth import Actor, expired_sessions, sessions_of
 from studio.db import Database, clock
 from studio.errors import Refusal
 from studio.purposes import PURPOSES
@@ -224,6 +224,26 @@ def expire_leases(db: sqlite3.Connection, live: list[sqlite3.Row], reason: str,
         _changed(row["id"], row["actor_id"], row["status"], "expired", reason)
 
 
+def end_every_session(db: sqlite3.Connection, actor_id: str,
+                      now: float | None = None) -> tuple[int, int]:
+    """Sign out everywhere: every session of the actor ends, with its live leases.
+    Returns (sessions ended, leases expired)."""
+    now = clock(now)
+    sessions = sessions_of(db, actor_id)
+    return len(sessions), sum(end_session(db, session_id, now) for session_id in sessions)
+
+
+def end_expired_sessions(db: sqlite3.Connection, idle_seconds: float, max_seconds: float,
+                         now: float | None = None) -> int:
+    """The sweeper's share of session expiry: an expired session ends like a sign-out, its
+    live leases expired with reason `session_expired`. Returns how many sessions ended."""
+    now = clock(now)
+    expired = expired_sessions(db, now, idle_seconds, max_seconds)
+    for session_id in expired:
+        end_session(db, session_id, now, reason="session_expired")
+    return len(expired)
+
+
 def _own_lease(db: sqlite3.Connection, lease_id: str, actor_id: str) -> sqlite3.Row | None:
     """The lease if it is this actor's; another actor's lease is as absent as a made-up id."""
     return db.execute(
@@ -335,6 +355,10 @@ async def cancel_lease(db: Database, actor: Actor, lease_id: str) -> dict:
 
 async def expire_session(db: Database, session_id: str) -> int:
     return await db.write(end_session, session_id)
+
+
+async def sign_out_everywhere(db: Database, actor: Actor) -> tuple[int, int]:
+    return await db.write(end_every_session, actor.id)
 
 
 # --- reading ---------------------------------------------------------------------------------

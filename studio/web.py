@@ -92,6 +92,12 @@ def answer(request: Request, data: Any, *, template: str, context: dict[str, Any
 
 
 def refusal_response(request: Request, refusal: Refusal) -> Response:
+    response = _refusal_answer(request, refusal)
+    response.headers.update(refusal.headers)
+    return response
+
+
+def _refusal_answer(request: Request, refusal: Refusal) -> Response:
     kind = answer_kind(request)
     if kind == "json":
         return JSONResponse(refusal.as_json(), status_code=refusal.status, headers=PRIVATE)
@@ -111,13 +117,18 @@ def refusal_response(request: Request, refusal: Refusal) -> Response:
 def page_to_return_to(request: Request, kind: str) -> str:
     """Where to go back after signing in: the page itself, query too, never a POST address."""
     if kind == "fragment":
-        current = urlsplit(request.headers.get("hx-current-url", ""))
+        try:
+            current = urlsplit(request.headers.get("hx-current-url", ""))
+        except ValueError:  # an unreadable current URL is as good as none
+            return "/invoices"
         if current.netloc == request.headers.get("host"):
-            return current.path + (f"?{current.query}" if current.query else "")
+            return safe_next(current.path + (f"?{current.query}" if current.query else ""))
         return "/invoices"
     if request.method != "GET":
         return "/invoices"
-    return request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    # From the scope, not request.url: that re-parses the Host header, which may be garbage.
+    query = request.scope.get("query_string", b"").decode("latin-1")
+    return request.scope["path"] + (f"?{query}" if query else "")
 
 
 async def on_refusal(request: Request, exc: Exception) -> Response:
@@ -247,31 +258,45 @@ async def login_page(request: Request) -> Response:
 async def login(request: Request) -> Response:
     body = await read_body(request)
     studio = studio_of(request)
+    address = request.client.host if request.client else ""
     try:
-        actor, cookie = await studio.sessions.sign_in(body.get("email"), body.get("password"))
+        actor, cookie = await studio.sessions.sign_in(
+            body.get("email"), body.get("password"), address,
+            presented=request.cookies.get(SESSION_COOKIE))
     except Refusal as refusal:
         if answer_kind(request) == "json":
             raise
         context = {"next": safe_next(body.get("next")), "refusal": refusal,
                    "email": body.get("email") if isinstance(body.get("email"), str) else ""}
-        return render(request, "login.html", context, refusal.status)
+        return render(request, "login.html", context, refusal.status, refusal.headers)
     if answer_kind(request) == "json":
         response: Response = JSONResponse({"actor_id": actor.id, "email": actor.email})
     else:
         response = RedirectResponse(safe_next(body.get("next")), status_code=303)
     response.set_cookie(
-        SESSION_COOKIE, cookie, httponly=True, samesite="lax", path="/",
-        secure=studio.settings.proxy_headers or request.url.scheme == "https",
+        SESSION_COOKIE, cookie, max_age=int(studio.settings.session_max_seconds),
+        httponly=True, samesite="lax", path="/",
+        secure=studio.settings.proxy_headers or request.scope.get("scheme") == "https",
     )
     return response
 
 
 async def logout(request: Request) -> Response:
-    await read_body(request)
+    """Sign out this session; `everywhere` (a form field, or POST /logout/everywhere) ends
+    every session of the actor."""
+    body = await read_body(request)
     actor = await current_actor(request)
-    expired = await leases.expire_session(studio_of(request).db, actor.session_id)
+    db = studio_of(request).db
+    everywhere = request.scope["path"].endswith("/everywhere") \
+        or body.get("everywhere") in (True, "1", "true", "on")
+    if everywhere:
+        sessions, expired = await leases.sign_out_everywhere(db, actor)
+        result = {"status": "signed_out", "sessions_ended": sessions, "expired_leases": expired}
+    else:
+        expired = await leases.expire_session(db, actor.session_id)
+        result = {"status": "signed_out", "expired_leases": expired}
     if answer_kind(request) == "json":
-        response: Response = JSONResponse({"status": "signed_out", "expired_leases": expired})
+        response: Response = JSONResponse(result)
     else:
         response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path="/")
@@ -316,7 +341,8 @@ async def submit_lease(request: Request) -> Response:
             body, studio.providers, studio.settings.max_batch_tasks
         )
         receipt, created = await intents.submit(
-            studio.db, studio.providers, actor, lease_request, studio.settings.lease_seconds
+            studio.db, studio.providers, actor, lease_request, studio.settings.lease_seconds,
+            max_open_tasks=studio.settings.max_open_tasks_per_actor,
         )
         if created and studio.worker is not None:
             studio.worker.wake.set()
@@ -329,8 +355,10 @@ async def submit_lease(request: Request) -> Response:
 
     # A resubmission of the same bytes by the same session, with nothing committed since,
     # is answered as it was last time; only a JSON replay (200) is remembered.
-    key = ("replay", kind, request.cookies.get(SESSION_COOKIE),
-           hashlib.sha256(request.scope["studio.raw_body"]).digest())
+    cookie = request.cookies.get(SESSION_COOKIE)
+    if not studio.sessions.confirmed(cookie):
+        return await submit()
+    key = ("replay", kind, cookie, hashlib.sha256(request.scope["studio.raw_body"]).digest())
     def replayed(reply: Response) -> bool:
         return kind == "json" and reply.status_code == 200
 
@@ -362,9 +390,11 @@ async def lease_status(request: Request) -> Response:
     async def read() -> Response:
         return await _lease_answer(request, await current_actor(request), lease_id)
 
-    if kind == "page":
+    cookie = request.cookies.get(SESSION_COOKIE)
+    # Remembered answers stand in only for a session this process saw current lately.
+    if kind == "page" or not studio_of(request).sessions.confirmed(cookie):
         return await read()
-    key = ("lease", kind, request.cookies.get(SESSION_COOKIE), lease_id)
+    key = ("lease", kind, cookie, lease_id)
     return await studio_of(request).memo.answer(key, read)
 
 

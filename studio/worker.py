@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from studio import leases, metrics
+from studio.auth import expired_sessions
 from studio.config import Settings
 from studio.db import Database, clock
 from studio.providers import Providers
@@ -25,6 +26,7 @@ log = logging.getLogger("studio.worker")
 MAX_ATTEMPTS = 3
 IDLE_WAIT_S = 0.5
 SWEEP_EVERY_S = 0.5
+SESSION_SWEEP_ROUNDS = 10  # sessions last hours: a look every five seconds is plenty
 
 
 @dataclass(frozen=True)
@@ -46,27 +48,52 @@ def claim_task(
     db: sqlite3.Connection, claim: str, claim_seconds: float, now: float | None = None,
     providers: list[str] | None = None,
 ) -> Claimed | None:
-    """Take the most urgent waiting task of an open lease, or one whose claim timed out
-    (invariant 5). The lease must be open with its deadline ahead: the generation-time check.
+    """Take a waiting task of an open lease, or one whose claim timed out (invariant 5).
+    The lease must be open with its deadline ahead: the generation-time check.
+
+    Actors take turns: the actor whose last claim is oldest goes next, with their most urgent
+    task (deadline, then position), so one actor's big batch cannot hold back another's task.
     A worker only takes tasks for `providers` it has, so it never robs one that can run them."""
     now = clock(now)
     known = None if providers is None else json.dumps(providers)
+    waiting = """
+        tasks.status IN ('pending', 'running')
+        AND (tasks.status = 'pending' OR tasks.claim_expires_at <= :now)
+        AND (:known IS NULL OR tasks.provider IN (SELECT value FROM json_each(:known)))"""
+    args = {"claim": claim, "expires": now + claim_seconds, "now": now, "known": known}
+    turn = db.execute(
+        f"""
+        SELECT leases.actor_id FROM leases LEFT JOIN actor_turns
+            ON actor_turns.actor_id = leases.actor_id
+         WHERE leases.status = 'open' AND leases.deadline_at > :now
+           AND EXISTS (SELECT 1 FROM tasks INDEXED BY tasks_waiting
+                        WHERE tasks.lease_id = leases.id AND {waiting})
+         ORDER BY COALESCE(actor_turns.turn, 0), leases.deadline_at LIMIT 1
+        """,
+        args,
+    ).fetchone()
+    if turn is None:
+        return None
     row = db.execute(
-        """
-        UPDATE tasks SET status = 'running', claim = ?, claim_expires_at = ?,
+        f"""
+        UPDATE tasks SET status = 'running', claim = :claim, claim_expires_at = :expires,
                          attempts = attempts + 1
          WHERE id = (
             SELECT tasks.id FROM leases CROSS JOIN tasks INDEXED BY tasks_waiting
                 ON tasks.lease_id = leases.id
-             WHERE leases.status = 'open' AND leases.deadline_at > ?
-               AND tasks.status IN ('pending', 'running')
-               AND (tasks.status = 'pending' OR tasks.claim_expires_at <= ?)
-               AND (? IS NULL OR tasks.provider IN (SELECT value FROM json_each(?)))
+             WHERE leases.actor_id = :actor
+               AND leases.status = 'open' AND leases.deadline_at > :now AND {waiting}
              ORDER BY leases.deadline_at, tasks.position LIMIT 1)
         RETURNING id, lease_id, invoice_id, provider, candidate, attempts
         """,
-        (claim, now + claim_seconds, now, now, known, known),
+        {**args, "actor": turn["actor_id"]},
     ).fetchone()
+    db.execute(
+        "INSERT INTO actor_turns (actor_id, turn)"
+        " VALUES (?, (SELECT COALESCE(MAX(turn), 0) + 1 FROM actor_turns))"
+        " ON CONFLICT (actor_id) DO UPDATE SET turn = excluded.turn",
+        (turn["actor_id"],),
+    )
     if row is None:
         return None
     lease = db.execute(
@@ -163,9 +190,14 @@ class Worker:
         claim = f"{self.name}:{uuid.uuid4().hex}"
         # Held before the write: if this worker stops while the claim commits, it is released.
         self._held.add(claim)
-        task = await self.db.write(
-            claim_task, claim, self.settings.claim_seconds, providers=self._can_run
-        )
+        try:
+            task = await self.db.write(
+                claim_task, claim, self.settings.claim_seconds, providers=self._can_run
+            )
+        except Exception:
+            # The transaction rolled back: no task carries this claim, so nothing to keep alive.
+            self._held.discard(claim)
+            raise
         if task is None:
             self._held.discard(claim)
         return task
@@ -225,14 +257,25 @@ class Worker:
                     log.exception("could not keep claims alive")
 
 
-async def sweep(db: Database) -> None:
-    """Expire leases whose deadline passed, about every half second."""
+async def sweep(db: Database, settings: Settings | None = None) -> None:
+    """Expire leases whose deadline passed, about every half second; end expired sessions
+    (and their leases) every few seconds."""
+    settings = settings or Settings()
+    rounds = 0
     while True:
         try:
             if await db.read(leases.any_due, time.time()):
                 count = await db.write(leases.expire_due)
                 if count:
                     log.info("expired %d lease(s) at their deadline", count)
+            if rounds % SESSION_SWEEP_ROUNDS == 0 and await db.read(
+                    expired_sessions, time.time(), settings.session_idle_seconds,
+                    settings.session_max_seconds):
+                ended = await db.write(leases.end_expired_sessions, settings.session_idle_seconds,
+                                       settings.session_max_seconds)
+                if ended:
+                    log.info("ended %d expired session(s)", ended)
         except Exception:
             log.exception("the sweep failed; trying again")
+        rounds += 1
         await asyncio.sleep(SWEEP_EVERY_S)

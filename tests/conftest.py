@@ -33,6 +33,12 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(autouse=True)
+def _no_sign_in_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process studios answer throttled sign-ins at once; the pause is measured in bench/."""
+    monkeypatch.setattr("studio.auth.REFUSED_SIGN_IN_PAUSE_S", 0.0)
+
+
 @pytest.fixture(scope="session")
 def seeded_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A demo database made once per run: argon2 hashing is slow on purpose."""

@@ -155,8 +155,8 @@ def seeded_lease(db_path: Path, invoices: int, candidates: int) -> str:
         in_transaction(db, seed_demo)
         ada = db.execute("SELECT id, email FROM actors WHERE email = 'ada@example.com'"
                          ).fetchone()
-        db.execute("INSERT INTO sessions (id, actor_id, created_at) VALUES ('fault-session', ?, ?)",
-                   (ada["id"], time.time()))
+        db.execute("INSERT INTO sessions (id, actor_id, created_at)"
+                   " VALUES ('fault-session', ?, ?)", (ada["id"], time.time()))
         ids = [r[0] for r in db.execute("SELECT id FROM invoices WHERE owner_id = ?"
                                         " ORDER BY number", (ada["id"],))][:invoices]
         request = intents.parse_request(lease_body(ids, "fault", candidates=candidates),

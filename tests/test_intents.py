@@ -9,7 +9,7 @@ import pytest
 
 from studio import intents
 from studio.errors import Refusal
-from tests.conftest import BEN, lease_body, rows, scalar, table_counts
+from tests.conftest import BEN, lease_body, rows, scalar, table_counts, wait_for_status
 
 pytestmark = pytest.mark.anyio
 
@@ -115,6 +115,7 @@ async def test_forged_actor_id_in_the_body_is_ignored(studio):
     owner = scalar(studio.settings.db_path, "SELECT actors.email FROM leases JOIN actors"
                    " ON actors.id = leases.actor_id WHERE leases.id = ?", own.json()["lease_id"])
     assert owner == "ada@example.com"
+    await wait_for_status(ada, own.json()["lease_id"], "proposed")  # the worker is done writing
     # Ada naming Ben's invoice, with Ben's id forged in the body, is refused and writes nothing.
     before = table_counts(studio.settings.db_path)
     forged = await ada.post("/leases", json=lease_body(studio.invoice_ids(BEN)[:1], "forged",

@@ -109,6 +109,7 @@ class LeaseMachine(RuleBasedStateMachine):
         self.db = fresh_database()
         self.now = 1_000.0
         self.ada, self.ben = str(uuid.uuid4()), str(uuid.uuid4())
+        self.turns: dict[str, int] = {}  # actor -> when a task of theirs was last claimed
         self.owned: dict[str, list[str]] = {self.ada: [], self.ben: []}
         self.summaries: dict[str, str] = {}  # the model of every invoice's summary
         for actor, count in ((self.ada, 2), (self.ben, 1)):
@@ -422,7 +423,7 @@ class LeaseMachine(RuleBasedStateMachine):
         got = self._write(claim_task, claim, CLAIM_SECONDS, self.now,
                           ["local"] if only_local else None)
         waiting = [
-            ((lease.deadline, task.position), task)
+            ((lease.deadline, task.position), task, lease.actor)
             for lease in self.leases if lease.status == "open" and lease.deadline > self.now
             for task in lease.tasks
             if (task.status == "pending"
@@ -432,8 +433,17 @@ class LeaseMachine(RuleBasedStateMachine):
         if got is None:
             assert not waiting, "a claimable task was left waiting"
             return None
-        first = min(key for key, _ in waiting)
-        assert got.task_id in {task.id for key, task in waiting if key == first}
+        # Actors take turns (the least recently served first, ties by the most urgent lease);
+        # within the chosen actor, deadline then position.
+        rank = {actor: (self.turns.get(actor, 0), min(k[0] for k, _, a in waiting if a == actor))
+                for _, _, actor in waiting}
+        best = min(rank.values())
+        allowed = set()
+        for actor in (a for a, r in rank.items() if r == best):
+            first = min(key for key, _, a in waiting if a == actor)
+            allowed |= {task.id for key, task, a in waiting if a == actor and key == first}
+        assert got.task_id in allowed
+        self.turns[got.actor_id] = max(self.turns.values(), default=0) + 1
         task = self.tasks[got.task_id]
         lease = self._lease(task.lease_id)
         assert (got.lease_id, got.actor_id, got.deadline_at) == (lease.id, lease.actor,

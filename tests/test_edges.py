@@ -1,0 +1,122 @@
+"""What a hostile or careless client, or a careless host, can do at the edges (findings 3
+and 4 of issue 9): a body that stalls is cut off with 408; the database, its WAL and the
+signing key are readable by their owner only, and a readable key stops the start."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from studio.config import Settings, signing_key
+from tests.conftest import ADA, ROOT, scalar, sign_in, start_server, studio_env
+
+pytestmark = pytest.mark.anyio
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_a_body_that_stalls_gets_408_and_a_closed_connection(tmp_path):
+    server = start_server(tmp_path / "studio.db", "--demo", STUDIO_CLIENT_TIMEOUT_SECONDS="1")
+    with contextlib.ExitStack() as stack:
+        stack.callback(server.stop)
+        client = sign_in(server.url)
+        stack.callback(client.close)
+        cookie = f"studio_session={client.cookies['studio_session']}"
+        invoice = client.get("/invoices").json()[0]["id"]
+        body = ('{"request_id": "stalled", "purpose": "summarize_invoice", "invoice_ids": ["'
+                + invoice + '"]}').encode()
+        host, port = server.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=30) as raw:
+            raw.sendall(b"POST /leases HTTP/1.1\r\nHost: " + host.encode()
+                        + b"\r\nContent-Type: application/json\r\nAccept: application/json\r\n"
+                        + b"Cookie: " + cookie.encode() + b"\r\nContent-Length: "
+                        + str(len(body)).encode() + b"\r\n\r\n" + body[:20])
+            answer = b""
+            while chunk := raw.recv(65536):  # ends only when the server closes
+                answer += chunk
+        head, _, text = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408"), answer
+        assert b"connection: close" in head.lower()
+        assert b"request_timeout" in text
+        # Nothing of the half-sent request was written; the studio still answers others.
+        assert scalar(tmp_path / "studio.db", "SELECT COUNT(*) FROM leases") == 0
+        assert client.get("/invoices").status_code == 200
+    assert "Traceback" not in server.log()
+
+
+def test_database_wal_and_key_are_owner_only_after_start_and_a_write(tmp_path):
+    db_path = tmp_path / "studio.db"
+    previous = os.umask(0o022)  # a typical host: new files world-readable unless asked
+    try:
+        server = start_server(db_path, "--demo", STUDIO_SECRET_KEY="")
+        try:
+            sign_in(server.url).close()  # a write: the session lands in the WAL
+            files = [db_path, tmp_path / "studio.db-wal", tmp_path / "studio.db-shm",
+                     tmp_path / "studio.db.secret"]
+            assert {file.name: mode(file) for file in files} == \
+                {file.name: 0o600 for file in files}
+        finally:
+            server.stop()
+    finally:
+        os.umask(previous)
+    assert scalar(db_path, "SELECT COUNT(*) FROM sessions") == 1
+
+
+def test_an_existing_world_readable_database_is_tightened(tmp_path):
+    from studio.db import prepare
+
+    db_path = tmp_path / "studio.db"
+    db_path.touch(mode=0o644)
+    db_path.chmod(0o644)
+    prepare(db_path)
+    assert mode(db_path) == 0o600
+    assert scalar(db_path, "SELECT COUNT(*) FROM actors") == 0
+
+
+def test_a_readable_key_file_stops_the_start_saying_how_to_fix_it(tmp_path):
+    db_path = tmp_path / "studio.db"
+    key = tmp_path / "studio.db.secret"
+    key.write_text("k" * 64)
+    key.chmod(0o644)
+    with pytest.raises(SystemExit, match=f"chmod 600 {key}"):
+        signing_key(Settings(db_path=db_path))
+    env = {**studio_env(db_path), "STUDIO_SECRET_KEY": ""}
+    started = subprocess.run(
+        [sys.executable, "-m", "studio.cli", "serve", "--port", "1"], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=60)
+    assert started.returncode != 0
+    assert f"chmod 600 {key}" in started.stderr
+    assert not db_path.exists()  # refused before touching the database
+    key.chmod(0o600)
+    assert signing_key(Settings(db_path=db_path)) == "k" * 64
+
+
+def test_a_stale_draft_key_is_removed_and_a_whole_key_made(tmp_path):
+    db_path = tmp_path / "studio.db"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    draft = tmp_path / f"studio.db.secret.{dead}.draft"
+    draft.write_text("half")
+    key = signing_key(Settings(db_path=db_path))
+    assert len(key) >= 60 and not draft.exists()
+    assert mode(tmp_path / "studio.db.secret") == 0o600
+    assert signing_key(Settings(db_path=db_path)) == key
+
+
+async def test_sign_in_cookie_lives_as_long_as_the_session(settings):
+    from tests.conftest import running
+
+    async with running(settings.with_changes(session_max_seconds=3600.0)) as studio:
+        reply = await studio.client().post("/login",
+                                           json={"email": ADA, "password": "studio-demo"})
+        assert reply.status_code == 200
+        assert "max-age=3600" in reply.headers["set-cookie"].lower()

@@ -1,0 +1,155 @@
+"""Sessions end (finding 5 of issue 9): after STUDIO_SESSION_IDLE_SECONDS unused and after
+STUDIO_SESSION_MAX_SECONDS in all, checked on every request, remembered answers included;
+the sweeper removes them and expires their leases; "sign out everywhere" ends them all; every
+sign-in makes a new session id. The clock is moved by hand, never waited for."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+
+from studio import auth, leases
+from studio.auth import SESSION_COOKIE
+from studio.demo import DEMO_PASSWORD
+from tests.conftest import ADA, BEN, Running, execute, lease_body, rows, running, scalar
+
+pytestmark = pytest.mark.anyio
+
+IDLE, MOST = 3600.0, 86400.0
+
+
+class Clock:
+    """Stands in for the time module inside studio.auth: now, plus however far we moved it."""
+
+    def __init__(self) -> None:
+        self.ahead = 0.0
+
+    def time(self) -> float:
+        return time.time() + self.ahead
+
+
+@pytest.fixture
+async def studio(settings: Any) -> AsyncIterator[Running]:
+    short = settings.with_changes(session_idle_seconds=IDLE, session_max_seconds=MOST,
+                                  sweeper=False, embedded_worker=False)
+    async with running(short) as started:
+        yield started
+
+
+def session_rows(studio: Running, email: str = ADA) -> list[Any]:
+    return rows(studio.settings.db_path, "SELECT sessions.* FROM sessions JOIN actors"
+                " ON actors.id = sessions.actor_id WHERE actors.email = ?", email)
+
+
+async def open_lease(studio: Running, client: Any, request_id: str) -> str:
+    reply = await client.post("/leases", json=lease_body(studio.invoice_ids()[:1], request_id))
+    assert reply.status_code == 201
+    return reply.json()["lease_id"]
+
+
+def lease_row(studio: Running, lease_id: str) -> Any:
+    return rows(studio.settings.db_path, "SELECT * FROM leases WHERE id = ?", lease_id)[0]
+
+
+@pytest.mark.parametrize("moved", [IDLE + 1, MOST + 1], ids=["idle", "absolute"])
+async def test_an_expired_session_is_refused_even_where_answers_are_remembered(
+        studio, monkeypatch, moved):
+    client = await studio.signed_in()
+    lease_id = await open_lease(studio, client, "r")
+    assert (await client.get(f"/leases/{lease_id}")).status_code == 200  # remembered now
+    clock = Clock()
+    monkeypatch.setattr(auth, "time", clock)
+    if moved > IDLE + 1:  # absolute: keep the session in use all along, it still ends
+        for hour in range(int(MOST // IDLE) + 1):
+            clock.ahead = hour * IDLE * 0.9
+            assert (await client.get("/invoices")).status_code == 200
+    clock.ahead = moved
+    for path in (f"/leases/{lease_id}", "/invoices"):
+        reply = await client.get(path)
+        assert reply.status_code == 401 and reply.json()["detail"] == "not_signed_in", path
+    assert lease_row(studio, lease_id)["status"] == "open"  # the sweeper's job, below
+    ended = await studio.studio.db.write(leases.end_expired_sessions, IDLE, MOST,
+                                         clock.time())
+    assert ended == 1 and session_rows(studio) == []
+    lease = lease_row(studio, lease_id)
+    assert (lease["status"], lease["ended_reason"]) == ("expired", "session_expired")
+
+
+async def test_use_is_recorded_at_most_once_a_minute(studio, monkeypatch):
+    client = await studio.signed_in()
+    first = session_rows(studio)[0]["last_seen_at"]
+    for _ in range(3):
+        assert (await client.get("/invoices")).status_code == 200
+    assert session_rows(studio)[0]["last_seen_at"] == first
+    clock = Clock()
+    clock.ahead = auth.TOUCH_EVERY_S + 1
+    monkeypatch.setattr(auth, "time", clock)
+    assert (await client.get("/invoices")).status_code == 200
+    assert session_rows(studio)[0]["last_seen_at"] > first + auth.TOUCH_EVERY_S
+
+
+async def test_the_sweeper_ends_expired_sessions_and_their_leases(settings):
+    async with running(settings.with_changes(embedded_worker=False)) as studio:
+        client = await studio.signed_in()
+        lease_id = await open_lease(studio, client, "swept")
+        await studio.signed_in(BEN)
+        # Ada's session was last used long ago.
+        long_ago = time.time() - settings.session_idle_seconds - 5
+        execute(studio.settings.db_path, "UPDATE sessions SET last_seen_at = ?, created_at = ?"
+                " WHERE actor_id = (SELECT id FROM actors WHERE email = ?)", long_ago, long_ago,
+                ADA)
+        with anyio.fail_after(20):  # the sweeper looks every few seconds
+            while lease_row(studio, lease_id)["status"] != "expired":
+                await anyio.sleep(0.1)
+        assert lease_row(studio, lease_id)["ended_reason"] == "session_expired"
+        assert session_rows(studio) == [] and len(session_rows(studio, BEN)) == 1
+        assert (await client.get("/invoices")).status_code == 401
+
+
+async def test_sign_out_everywhere_ends_every_session_and_their_leases(studio):
+    laptop, phone = await studio.signed_in(), await studio.signed_in()
+    ben = await studio.signed_in(BEN)
+    on_laptop = await open_lease(studio, laptop, "laptop")
+    on_phone = await open_lease(studio, phone, "phone")
+    reply = await phone.post("/logout/everywhere")
+    assert reply.status_code == 200
+    assert reply.json() == {"status": "signed_out", "sessions_ended": 2, "expired_leases": 2}
+    assert (await laptop.get("/invoices")).status_code == 401
+    assert session_rows(studio) == []
+    for lease_id in (on_laptop, on_phone):
+        assert (lease_row(studio, lease_id)["status"],
+                lease_row(studio, lease_id)["ended_reason"]) == ("expired", "signed_out")
+    assert (await ben.get("/invoices")).status_code == 200
+
+
+async def test_the_sign_out_form_can_sign_out_everywhere(studio):
+    laptop, phone = await studio.signed_in(), await studio.signed_in()
+    phone.headers["Accept"] = "text/html"
+    reply = await phone.post("/logout", data={"everywhere": "1"})
+    assert reply.status_code == 303 and reply.headers["location"] == "/login"
+    assert (await laptop.get("/invoices")).status_code == 401
+    assert session_rows(studio) == []
+
+
+async def test_every_sign_in_makes_a_new_session_and_ends_the_one_presented(studio):
+    client = await studio.signed_in()
+    first = client.cookies.get(SESSION_COOKIE)
+    lease_id = await open_lease(studio, client, "kept")
+    before = {row["id"] for row in session_rows(studio)}
+    again = await client.post("/login", json={"email": ADA, "password": DEMO_PASSWORD})
+    assert again.status_code == 200
+    second = client.cookies.get(SESSION_COOKIE)
+    assert second != first
+    after = {row["id"] for row in session_rows(studio)}
+    assert len(after) == 1 and not after & before
+    stale = studio.client()
+    stale.cookies.set(SESSION_COOKIE, first)
+    assert (await stale.get("/invoices")).status_code == 401
+    # The same person's running request moved to the new session, still open.
+    lease = lease_row(studio, lease_id)
+    assert lease["status"] == "open" and lease["session_id"] in after
+    assert scalar(studio.settings.db_path, "SELECT COUNT(*) FROM sessions") == 1

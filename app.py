@@ -69,7 +69,7 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
         if settings.sweeper:
             background.append(asyncio.create_task(sweep(db, settings)))
             background.append(asyncio.create_task(
-                attachments.sweep_forever(db, attachments.FileStore(settings.files))))
+                attachments.sweep_forever(db, attachments.FileStore(settings.files).ensure())))
         try:
             yield
         finally:

@@ -49,6 +49,12 @@ class FileStore:
         self.folder = folder
         self.incoming = folder / "incoming"
 
+    def ensure(self) -> FileStore:
+        """The store's folder, for its owner only: receipts are as private as the database."""
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.folder, 0o700)
+        return self
+
     def path_of(self, actor_id: str, sha256: str) -> Path:
         return self.folder / actor_id / sha256[:2] / sha256
 

@@ -73,6 +73,8 @@ async def test_new_replay_and_conflict_leave_one_row_one_file_and_the_first_byte
     [kept] = stored(studio)
     assert kept.read_bytes() == png(1) and kept.name == body["sha256"]
     assert oct(kept.stat().st_mode & 0o777) == "0o600"
+    for folder in (studio.settings.files, kept.parent, kept.parent.parent):
+        assert oct(folder.stat().st_mode & 0o777) == "0o700", folder
     listed = (await client.get(f"/invoices/{invoice}")).json()["attachments"]
     assert [item["attachment_id"] for item in listed] == [body["attachment_id"]]
 

@@ -20,7 +20,7 @@ SERVED = {"X-Content-Type-Options": "nosniff", "Cache-Control": "private, no-sto
 
 
 def store_of(request: Request) -> FileStore:
-    return FileStore(studio_of(request).settings.files)
+    return FileStore(studio_of(request).settings.files).ensure()
 
 
 def disposition(kind: str, filename: str) -> str:

@@ -55,6 +55,13 @@ class FileStore:
         os.chmod(self.folder, 0o700)
         return self
 
+    def stored(self) -> list[Path]:
+        """Every stored object: actor / first two hex characters / sha256."""
+        if not self.folder.is_dir():
+            return []
+        return [path for path in self.folder.glob("*/*/*")
+                if path.is_file() and path.parent.parent != self.incoming]
+
     def path_of(self, actor_id: str, sha256: str) -> Path:
         return self.folder / actor_id / sha256[:2] / sha256
 
@@ -177,6 +184,12 @@ def remove(db: sqlite3.Connection, actor_id: str, attachment_id: str, store: Fil
     _unlink_if_unnamed(db, store, actor_id, row["sha256"])
 
 
+def named_files(db: sqlite3.Connection) -> set[tuple[str, str]]:
+    """(owner, sha256) of every stored file some attachment names."""
+    return {(row[0], row[1]) for row in db.execute(
+        "SELECT DISTINCT owner_id, sha256 FROM attachments")}
+
+
 def owned(db: sqlite3.Connection, actor_id: str, attachment_id: str) -> dict[str, Any] | None:
     row = db.execute(f"SELECT {LISTED}, owner_id FROM attachments WHERE id = ? AND owner_id = ?",
                      (attachment_id, actor_id)).fetchone()
@@ -195,9 +208,7 @@ def orphan_candidates(store: FileStore, grace_s: float = ORPHAN_GRACE_S,
     an upload in progress is younger than the grace period."""
     now = time.time() if now is None else now
     found: list[tuple[str, str]] = []
-    if not store.folder.exists():
-        return found
-    for path in store.folder.glob("*/*/*"):  # actor / first two hex characters / sha256
+    for path in store.stored():
         try:
             old = now - path.stat().st_mtime > grace_s
         except FileNotFoundError:

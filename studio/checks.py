@@ -8,13 +8,10 @@ CHECKS.
 from __future__ import annotations
 
 import hashlib
-import re
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-STORED_NAME = re.compile(r"^[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
@@ -60,39 +57,25 @@ def integrity(target: Target) -> Finding:
     return Finding("integrity", True, "integrity_check ok, no dangling foreign keys")
 
 
-def _hashed_rows(db: sqlite3.Connection) -> dict[str, str]:
-    """sha256 -> table, from every table that names stored files by their SHA-256."""
-    found: dict[str, str] = {}
-    tables = [row[0] for row in db.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
-    for table in tables:
-        columns = {row[1] for row in db.execute(f'PRAGMA table_info("{table}")')}
-        if "sha256" in columns:
-            for row in db.execute(f'SELECT DISTINCT sha256 FROM "{table}"'):
-                found[row[0]] = table
-    return found
-
-
 def files_vs_rows(target: Target) -> Finding:
-    """Every file a row names is in the folder with the bytes its name promises; files no
-    row names are reported (a crash between saving and binding leaves them; a sweep removes
-    them) but do not fail the check."""
+    """Every file an attachment names is in its owner's folder with the bytes its name
+    promises; files no row names are reported (a crash between saving and binding leaves
+    them; the sweep removes them) but do not fail the check."""
+    from studio.attachments import FileStore, named_files
+
     db = target.connect()
     try:
-        wanted = _hashed_rows(db)
+        wanted = named_files(db)
     finally:
         db.close()
-    stored: dict[str, Path] = {}
-    if target.files_dir.is_dir():
-        for path in target.files_dir.rglob("*"):
-            if path.is_file() and STORED_NAME.match(path.name):
-                stored.setdefault(path.name, path)
+    store = FileStore(target.files_dir)
+    stored = {(path.parent.parent.name, path.name) for path in store.stored()}
     if not wanted and not stored:
         return Finding("files", True, "no stored files and no rows naming any")
-    missing = sorted(set(wanted) - set(stored))
-    damaged = sorted(sha for sha in set(wanted) & set(stored)
-                     if _sha256(stored[sha]) != sha)
-    orphans = len(set(stored) - set(wanted))
+    missing = sorted(sha for owner, sha in wanted - stored)
+    damaged = sorted(sha for owner, sha in wanted & stored
+                     if _sha256(store.path_of(owner, sha)) != sha)
+    orphans = len(stored - wanted)
     detail = f"{len(wanted)} files named by rows, {len(stored)} in {target.files_dir}"
     if orphans:
         detail += f", {orphans} not named by any row"

@@ -285,3 +285,19 @@ async def test_a_body_past_the_limit_is_413_even_without_a_file_part(settings):
                                   headers={"Content-Type": "multipart/form-data; boundary=b"})
         assert reply.status_code == 413 and reply.json()["detail"] == "upload_too_large"
         assert files(studio) == []
+
+
+async def test_studio_check_finds_a_missing_or_damaged_file_in_its_owners_folder(studio):
+    from studio.checks import Target, files_vs_rows
+
+    client = await studio.signed_in()
+    made = (await send(client, await draft_id(client), "key-check", png(41))).json()
+    target = Target(studio.settings.db_path, studio.settings.files)
+    assert files_vs_rows(target).ok
+    [kept] = stored(studio)
+    kept.write_bytes(png(42))
+    damaged = files_vs_rows(target)
+    assert not damaged.ok and made["sha256"] in damaged.detail
+    kept.unlink()
+    missing = files_vs_rows(target)
+    assert not missing.ok and f"missing: {made['sha256']}" in missing.detail

@@ -26,6 +26,7 @@ from tests.conftest import (
     studio_env,
     wait_until,
 )
+from tests.test_attachments import png
 
 CLIENTS = 8
 
@@ -43,6 +44,7 @@ def test_a_backup_under_load_restores_every_write_acknowledged_before_it(tmp_pat
     server = start_server(live, "--demo", STUDIO_SECRET_KEY="")
     stop = threading.Event()
     acknowledged: list[tuple[float, str, str]] = []  # (when, email, lease id)
+    issued: list[tuple[float, str, str]] = []  # (when, invoice id, number)
     statuses: list[int] = []
     try:
         clients = [sign_in(server.url, ADA if n % 2 == 0 else BEN) for n in range(CLIENTS)]
@@ -52,10 +54,34 @@ def test_a_backup_under_load_restores_every_write_acknowledged_before_it(tmp_pat
                                                      " WHERE email = ?", email)]
                     for email in (ADA, BEN)}
 
+        draft = next(i for i in clients[0].get("/invoices").json() if i["status"] == "draft")
+        receipt = clients[0].post(f"/invoices/{draft['id']}/attachments",
+                                  data={"client_key": "backup-receipt"},
+                                  files={"file": ("r.png", png(3), "image/png")})
+        assert receipt.status_code == 201
+
+        def issue_one(n: int, i: int) -> None:
+            """Ben's half of the load issues invoices: a draft, then its issue, by id."""
+            made = clients[n].post("/invoices", json={
+                "request_id": f"draft-{n}-{i}", "customer": "Load Ltd", "currency": "GBP",
+                "due_date": "2027-01-31", "line_items": [
+                    {"description": "Work", "quantity": "1", "unit_price": "10.00"}]})
+            statuses.append(made.status_code)
+            reply = clients[n].post(f"/invoices/{made.json()['id']}/issue",
+                                    json={"request_id": f"issue-{n}-{i}", "revision": 1})
+            statuses.append(reply.status_code)
+            if reply.status_code == 201:
+                issued.append((time.monotonic(), reply.json()["invoice_id"],
+                               reply.json()["number"]))
+
         def submit_until_stopped(n: int) -> None:
             email = ADA if n % 2 == 0 else BEN
             i = 0
             while not stop.is_set():
+                if email == BEN:
+                    issue_one(n, i)
+                    i += 1
+                    continue
                 body = lease_body([invoices[email][i % len(invoices[email])]], f"load-{n}-{i}")
                 reply = clients[n].post("/leases", json=body)
                 statuses.append(reply.status_code)
@@ -69,6 +95,8 @@ def test_a_backup_under_load_restores_every_write_acknowledged_before_it(tmp_pat
             began = time.monotonic()
             before = [(email, lease_id) for when, email, lease_id in list(acknowledged)
                       if when < began]
+            numbered = [(invoice, number) for when, invoice, number in list(issued)
+                        if when < began]
             copied = studio_command(live, "backup", str(tmp_path / "backup"))
             count_at_end = len(acknowledged)
             wait_until(lambda: len(acknowledged) > count_at_end + 10, 60,
@@ -86,11 +114,14 @@ def test_a_backup_under_load_restores_every_write_acknowledged_before_it(tmp_pat
     assert "integrity: ok" in copied.stdout and "files: ok" in copied.stdout
     assert "key file:" in copied.stdout
     assert set(statuses) == {201}, sorted(set(statuses))
+    assert numbered, "invoices were issued before the backup began"
     backup = tmp_path / "backup"
-    assert sorted(p.name for p in backup.iterdir()) == ["studio.db", "studio.db.secret"]
+    assert sorted(p.name for p in backup.iterdir()) == [
+        "studio.db", "studio.db.files", "studio.db.secret"]
     checked = studio_command(backup / "studio.db", "check")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert checked.stdout.splitlines()[0].startswith("integrity: ok")
+    assert "audit: ok" in checked.stdout and "files: ok (1 files named by rows" in checked.stdout
 
     # Restore as the README says: copy the backup folder's files into a new folder, serve it.
     restored = tmp_path / "restored"
@@ -98,6 +129,9 @@ def test_a_backup_under_load_restores_every_write_acknowledged_before_it(tmp_pat
     restored_db = restored / "studio.db"
     kept = {r[0] for r in rows(restored_db, "SELECT id FROM leases")}
     assert {lease_id for _, lease_id in before} <= kept
+    for invoice, number in numbered:  # every acknowledged number, as it was answered
+        assert rows(restored_db, "SELECT number FROM invoices WHERE id = ?",
+                    invoice)[0][0] == number
     assert len(kept) < len(acknowledged)  # the copy is one moment, not the end of the load
     server = start_server(restored_db, STUDIO_SECRET_KEY="")
     try:
@@ -107,6 +141,9 @@ def test_a_backup_under_load_restores_every_write_acknowledged_before_it(tmp_pat
                                       cookies={SESSION_COOKIE: cookies[email]},
                                       headers={"Accept": "application/json"})) as client:
                 assert client.get("/invoices").status_code == 200
+                if email == ADA:  # the receipt's bytes came along with its row
+                    served = client.get(f"/attachments/{receipt.json()['attachment_id']}")
+                    assert served.status_code == 200 and served.content == png(3)
                 for owner, lease_id in before:
                     if owner == email:
                         reply = client.get(f"/leases/{lease_id}")

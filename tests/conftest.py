@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -188,14 +189,20 @@ class Server:
     def stop(self, kill: bool = False) -> None:
         if self.process.poll() is None:
             if kill:
-                self.process.kill()
-            else:
-                self.process.terminate()
+                self.crash()
+                return
+            self.process.terminate()
             try:
                 self.process.wait(10)
             except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+                self.crash()
+
+    def crash(self) -> None:
+        """kill -9 of the studio and every process it started (`--workers` children too), as
+        a power cut would: none of them gets to finish anything."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
 
 
 def studio_env(db_path: Path, **settings: str) -> dict[str, str]:
@@ -214,6 +221,7 @@ def start_server(db_path: Path, *args: str, port: int | None = None, **settings:
             [sys.executable, "-m", "studio.cli", "serve", "--host", "127.0.0.1",
              "--port", str(port), *args],
             cwd=ROOT, env=studio_env(db_path, **settings), stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, so a crash takes all of it
         )
     server = Server(process, f"http://127.0.0.1:{port}", log_path)
     wait_for_server(server)

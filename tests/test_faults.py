@@ -104,8 +104,12 @@ def test_kill_9_of_serve_while_clients_submit_loses_no_answered_request(tmp_path
     crash_cycles(tmp_path / "studio.db", CRASH_CYCLES)
 
 
-def crash_cycles(db_path: Path, cycles: int) -> None:
-    server = start_server(db_path, "--demo")
+def test_kill_9_of_serve_with_two_worker_processes_loses_no_answered_request(tmp_path):
+    crash_cycles(tmp_path / "studio.db", 5, "--workers", "2")
+
+
+def crash_cycles(db_path: Path, cycles: int, *serve_args: str) -> None:
+    server = start_server(db_path, "--demo", *serve_args)
     first = sign_in(server.url)
     cookie = first.cookies["studio_session"]
     first.close()
@@ -125,15 +129,14 @@ def crash_cycles(db_path: Path, cycles: int) -> None:
         with progress:  # kill after a varying number of answers, with submitters still busy
             wanted = 2 + cycle % 7
             assert progress.wait_for(lambda a=answered, w=wanted: len(a) >= w, timeout=30)
-        server.process.kill()
-        server.process.wait(10)
+        server.crash()
         for thread in threads:
             thread.join(30)
             assert not thread.is_alive()
         killed_mid_request += len(unanswered)
         assert_no_partial_tree_and_no_dangling_binding(db_path)
         previous = (answered, unanswered)
-        server = start_server(db_path, "--demo", port=None)
+        server = start_server(db_path, "--demo", *serve_args)
     try:
         replay_all(server.url, cookie, db_path, *previous)
         assert_no_partial_tree_and_no_dangling_binding(db_path)

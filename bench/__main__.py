@@ -562,12 +562,16 @@ def bench_issuing(work: Path, rounds: int, drafts: int) -> dict[str, Any]:
 
 def bench_uploading(work: Path, rounds: int) -> dict[str, Any]:
     db_path = work / "uploads.db"
-    server = Process("studio serve", ["-m", "studio.cli", "serve", "--demo"],
-                     studio_env(db_path), work / "uploads.log")
+    env = studio_env(db_path)
+    server = Process("studio serve", ["-m", "studio.cli", "serve", "--demo"], env,
+                     work / "uploads.log")
+    bare = Process("bare starlette", ["-m", "bench.bare"], {**env, "BENCH_UPLOAD_DIR": str(work)},
+                   work / "bare-uploads.log")
     try:
-        return uploads.bench_uploads(work, server, db_path, rounds)
+        return uploads.bench_uploads(work, server, bare, db_path, rounds)
     finally:
         server.stop()
+        bare.stop()
 
 
 def issuing_drafts(db_path: Path) -> list[str]:

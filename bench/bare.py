@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
+import os
+import tempfile
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -19,9 +22,25 @@ async def submit(request: Request) -> JSONResponse:
     return JSONResponse({"status": "open"})
 
 
+async def upload(request: Request) -> JSONResponse:
+    """The least an upload can be: stream the body to a file, hash it, fsync it."""
+    digest, size = hashlib.sha256(), 0
+    fd, name = tempfile.mkstemp(dir=os.environ.get("BENCH_UPLOAD_DIR"))
+    with os.fdopen(fd, "wb") as out:
+        async for chunk in request.stream():
+            digest.update(chunk)
+            out.write(chunk)
+            size += len(chunk)
+        out.flush()
+        os.fsync(out.fileno())
+    os.unlink(name)
+    return JSONResponse({"size": size, "sha256": digest.hexdigest()}, status_code=201)
+
+
 app = Starlette(routes=[
     Route("/bare", poll, methods=["GET"]),
     Route("/bare", submit, methods=["POST"]),
+    Route("/bare-upload", upload, methods=["POST"]),
 ])
 
 

@@ -44,6 +44,15 @@ def raw_write(folder: Path, content: bytes) -> float:
     return elapsed
 
 
+def reset_peak(pid: int) -> float:
+    """Start counting the peak afresh (Linux: 5 > clear_refs) and return the RSS now."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
 def peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -51,15 +60,18 @@ def peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
-def bench_uploads(work: Path, server: Any, db_path: Path, rounds: int) -> dict[str, Any]:
-    """`server` is a running `studio serve --demo` on `db_path`."""
+def bench_uploads(work: Path, server: Any, bare: Any, db_path: Path, rounds: int
+                  ) -> dict[str, Any]:
+    """`server` is a running `studio serve --demo` on `db_path`; `bare` the bare Starlette
+    app, whose upload route only streams, hashes and fsyncs."""
     client = httpx.Client(base_url=server.url, headers={"Accept": "application/json"},
                           timeout=120)
     client.post("/login", json={"email": "ada@example.com", "password": "studio-demo"}
                 ).raise_for_status()
     invoice = next(i["id"] for i in client.get("/invoices").json() if i["status"] == "draft")
     url = f"/invoices/{invoice}/attachments"
-    studio_s, raw_s = [], []
+    studio_s, raw_s, bare_s = [], [], []
+    bare_client = httpx.Client(base_url=bare.url, timeout=120)
     raw_folder = Path(str(db_path) + ".files")
     raw_folder.mkdir(exist_ok=True)
     try:
@@ -73,8 +85,11 @@ def bench_uploads(work: Path, server: Any, db_path: Path, rounds: int) -> dict[s
             studio_s.append(time.perf_counter() - started)
             assert reply.status_code == 201, reply.text
             raw_s.append(raw_write(raw_folder, content))
+            started = time.perf_counter()
+            bare_client.post("/bare-upload", content=body).raise_for_status()
+            bare_s.append(time.perf_counter() - started)
 
-        before = peak_rss_mb(server.process.pid)
+        before = reset_peak(server.process.pid)
         cookie = client.cookies["studio_session"]
 
         async def ten() -> list[int]:
@@ -91,6 +106,9 @@ def bench_uploads(work: Path, server: Any, db_path: Path, rounds: int) -> dict[s
         grew = peak_rss_mb(server.process.pid) - before
     finally:
         client.close()
+        bare_client.close()
     studio, baseline = statistics.median(studio_s), statistics.median(raw_s)
+    floor = statistics.median(bare_s)
     return {"upload_ratio": studio / baseline, "upload_5mib_ms": studio * 1000,
-            "upload_5mib_raw_ms": baseline * 1000, "upload_rss_mb_10x10mib": grew}
+            "upload_5mib_raw_ms": baseline * 1000, "upload_5mib_bare_http_ms": floor * 1000,
+            "upload_vs_bare_http_ratio": studio / floor, "upload_rss_mb_10x10mib": grew}

@@ -26,8 +26,6 @@ HEAD_BYTES = 512  # enough of the file's first bytes to judge its type
 MAX_FILENAME = 200
 MAX_PARTS = 16
 ENVELOPE_BYTES = 64 * 1024  # what a body may hold besides the file: boundaries, the key
-# The file is hashed and written a block at a time on a thread, while the next block arrives.
-BLOCK_BYTES = 256 * 1024
 
 
 @dataclass
@@ -67,7 +65,6 @@ class _Reader:
         self._value = b""
         self._file: IO[bytes] | None = None
         self._digest = hashlib.sha256()
-        self._block = bytearray()
         self.too_large = False
         self.parts = 0
 
@@ -109,7 +106,10 @@ class _Reader:
                 return
             if len(self.upload.head) < HEAD_BYTES:
                 self.upload.head += chunk[:HEAD_BYTES - len(self.upload.head)]
-            self._block += chunk
+            # Hashing and writing a chunk take microseconds: a thread hop per chunk would cost
+            # more than it saves. Only the fsync, which waits for the disk, goes to a thread.
+            self._digest.update(chunk)
+            self._file.write(chunk)
         elif len(self._value) + len(chunk) <= MAX_FIELD_BYTES:
             self._value += chunk
         else:
@@ -123,21 +123,8 @@ class _Reader:
         if self._file is not None and not self._file.closed:
             self._file.close()
 
-    def take_block(self, last: bool = False) -> bytes | None:
-        """The file's bytes gathered so far, once there are enough to hand on (or at the end)."""
-        if len(self._block) >= BLOCK_BYTES or (last and self._block):
-            block, self._block = bytes(self._block), bytearray()
-            return block
-        return None
-
-    def store_block(self, block: bytes) -> None:
-        """Hash and write one block; run on a thread while the next block streams in."""
-        assert self._file is not None
-        self._digest.update(block)
-        self._file.write(block)
-
     def finish(self) -> None:
-        """On disk before anything names it; only then is its digest final."""
+        """On disk before anything names it."""
         if self._file is not None and not self._file.closed:
             self._file.flush()
             os.fsync(self._file.fileno())
@@ -162,7 +149,6 @@ async def read_upload(request: Request, folder: Path, limit: int) -> Upload:
         raise too_large
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     reader = _Reader(folder, limit)
-    storing: asyncio.Future[None] | None = None
     received = 0
     try:
         parser = MultipartParser(boundary, {  # type: ignore[arg-type]
@@ -176,24 +162,12 @@ async def read_upload(request: Request, folder: Path, limit: int) -> Upload:
             parser.write(chunk)
             if reader.too_large:
                 raise too_large
-            block = reader.take_block()
-            if block is not None:
-                if storing is not None:
-                    await storing  # one block in hand at a time: memory stays flat
-                storing = asyncio.ensure_future(asyncio.to_thread(reader.store_block, block))
         parser.finalize()
-        if storing is not None:
-            await storing
-        block = reader.take_block(last=True)
-        if block is not None:
-            await asyncio.to_thread(reader.store_block, block)
     except Refusal:
-        await _settle(storing)
         reader.close()
         reader.upload.discard()
         raise
     except Exception:  # a malformed body: the parser's own errors, whatever their class
-        await _settle(storing)
         reader.close()
         reader.upload.discard()
         raise Refusal("invalid_body", "The multipart body could not be read.") from None
@@ -203,8 +177,3 @@ async def read_upload(request: Request, folder: Path, limit: int) -> Upload:
         raise Refusal("invalid_body", "Choose a file to attach (a field named file).")
     return reader.upload
 
-
-async def _settle(storing: asyncio.Future[None] | None) -> None:
-    """Let a block being written finish before its file is closed and removed."""
-    if storing is not None:
-        await asyncio.gather(storing, return_exceptions=True)

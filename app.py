@@ -80,6 +80,10 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
 
     return Starlette(
         routes=[
+            # The hottest paths first: every open tab polls its lease once a second, and the
+            # router tries routes in order.
+            resource("/leases/{lease_id}", GET=web.lease_status),
+            resource("/leases", GET=web.lease_list, POST=web.submit_lease),
             Route("/", web.home),
             resource("/login", GET=web.login_page, POST=web.login),
             resource("/logout", POST=web.logout),
@@ -106,8 +110,6 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             resource("/settings", GET=profile_views.settings_page,
                      POST=profile_views.save_settings),
             resource("/review", GET=web.review),
-            resource("/leases", GET=web.lease_list, POST=web.submit_lease),
-            resource("/leases/{lease_id}", GET=web.lease_status),
             resource("/leases/{lease_id}/apply", POST=web.apply_lease),
             resource("/leases/{lease_id}/cancel", POST=web.cancel_lease),
             resource("/healthz", GET=metrics.healthz),

@@ -58,6 +58,14 @@ def _text(value: object) -> str:
     return json.dumps(text) if (" " in text or not text) else text
 
 
+# A line per request is on the hottest path: the record need not look up its caller's
+# source line, thread or process name, none of which the studio's formats print.
+logging._srcfile = None  # type: ignore[attr-defined]
+logging.logThreads = False
+logging.logProcesses = False
+logging.logMultiprocessing = False
+
+
 def dict_config(log_format: str) -> dict[str, Any]:
     """A logging.dictConfig for `studio serve`; uvicorn applies it in every worker process."""
     formatter = "studio.logs.JsonFormatter" if log_format == "json" else \

@@ -344,15 +344,13 @@ def issue(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: st
     binding, ownership, still a draft, the revision, complete, the counter, the number,
     the frozen hash. Returns (receipt, created)."""
     now = clock(now)
-    print_ = bindings.fingerprint({"invoice_id": invoice_id, "revision": revision})
-    if bindings.bound(db, actor_id, "issue", request_id, print_) is not None:
-        return _issued(db, invoice_id), False
-    row = _refuse_unless_draft(db, actor_id, invoice_id, revision)
-    seller = _seller(db, actor_id)
-    if row["kind"] == "credit_note":
-        _refuse_excess_credit(db, row)
+    receipt: dict[str, Any] = {}
 
     def make(_: str) -> None:
+        row = _refuse_unless_draft(db, actor_id, invoice_id, revision)
+        seller = _seller(db, actor_id)
+        if row["kind"] == "credit_note":
+            _refuse_excess_credit(db, row)
         year = dt.datetime.fromtimestamp(now, dt.UTC).year
         sequence = next_number(db, actor_id, row["kind"], year)
         fields = {**dict(row), "number": f"{series_of(row['kind'], year)}-{sequence:04d}",
@@ -367,10 +365,18 @@ def issue(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: st
         assert changed == 1, "checked above inside this same transaction"
         logs.state_change("invoice", invoice_id, actor_id, "draft", "issued", "issued",
                           number=fields["number"])
+        receipt.update(invoice_id=invoice_id, number=fields["number"], status="issued",
+                       issued_at=timestamp(now))
 
-    bindings.once(db, actor_id, "issue", request_id, print_, make, now, target_id=invoice_id)
+    # The binding is looked up first; a refusal in `make` rolls the new binding back too.
+    _, created = bindings.once(
+        db, actor_id, "issue", request_id,
+        bindings.fingerprint({"invoice_id": invoice_id, "revision": revision}), make, now,
+        target_id=invoice_id)
+    if not created:
+        return _issued(db, invoice_id), False
     metrics.issues_total.inc()
-    return _issued(db, invoice_id), True
+    return receipt, True
 
 
 def sealed_legacy(db: sqlite3.Connection, row: dict[str, Any]) -> dict[str, Any]:

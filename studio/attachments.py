@@ -21,7 +21,7 @@ from typing import Any
 import filetype
 
 from studio import bindings, logs
-from studio.db import Database, clock
+from studio.db import Database, clock, sync_path
 from studio.errors import Refusal
 from studio.uploads import Upload
 
@@ -73,21 +73,13 @@ class FileStore:
         for folder in (final.parent.parent, final.parent):
             if not folder.exists():
                 folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-                _sync_folder(folder.parent)  # the new folder's own name is on disk too
+                sync_path(folder.parent)  # the new folder's own name is on disk too
         try:
             os.link(upload.path, final)
         except FileExistsError:
             pass  # the same bytes, stored before
-        _sync_folder(final.parent)
+        sync_path(final.parent)
         return final
-
-
-def _sync_folder(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # --- units: each runs inside one transaction -------------------------------------------------

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from studio.checks import Finding, Target, files_dir_for, run_checks
+from studio.db import sync_path
 
 
 class BackupError(Exception):
@@ -49,7 +50,7 @@ def backup(db_path: Path, dest: Path, files: Path | None = None) -> Copied:
     finally:
         target.close()
         source.close()
-    _fsync(draft)
+    sync_path(draft)
     os.replace(draft, copy)
 
     key_file = db_path.with_name(db_path.name + ".secret")
@@ -63,14 +64,8 @@ def backup(db_path: Path, dest: Path, files: Path | None = None) -> Copied:
     if files.is_dir():
         copied_files = files_dir_for(copy)
         shutil.copytree(files, copied_files)
-    _fsync(dest)
+    sync_path(dest)
     findings = run_checks(Target(copy, files_dir_for(copy)))
     return Copied(copy, copied_key, copied_files, findings)
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

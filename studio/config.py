@@ -7,6 +7,8 @@ import secrets
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from studio.db import sync_path
+
 
 def _number(env: dict[str, str], name: str, default: float) -> float:
     raw = env.get(name, "").strip()
@@ -128,7 +130,7 @@ def signing_key(settings: Settings) -> str:
                 os.link(draft, path)
             except FileExistsError:
                 pass
-            _sync_folder(path.parent)
+            sync_path(path.parent)
         finally:
             draft.unlink(missing_ok=True)
     mode = path.stat().st_mode & 0o777
@@ -157,12 +159,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _sync_folder(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 def signing_keys(settings: Settings) -> list[str]:
     """Every accepted cookie key, newest first: STUDIO_SECRET_KEY may list several, comma
     separated, so an old key keeps its cookies valid until it is removed from the list."""

@@ -389,6 +389,15 @@ def connect(path: Path) -> sqlite3.Connection:
     return db
 
 
+def sync_path(path: Path) -> None:
+    """fsync a file, or a folder so that the names just made or linked in it are on disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def clock(now: float | None) -> float:
     """The time a unit acts at: read inside its transaction, after the write lock is held,
     so a wait for the lock can never make a deadline check stale. Tests may pass their own."""

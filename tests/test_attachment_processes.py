@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.uploads import peak_rss_mb, reset_peak
 from studio import attachments
 from studio.attachments import FileStore
 from studio.db import Database
@@ -94,22 +95,6 @@ def test_a_crash_between_saving_and_binding_leaves_an_orphan_that_is_swept_and_t
     finally:
         client.close()
         server.stop()
-
-
-def reset_peak(pid: int) -> float:
-    """Start counting the peak afresh (Linux: 5 > clear_refs) and return the RSS now."""
-    Path(f"/proc/{pid}/clear_refs").write_text("5")
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
-
-
-def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmHWM")
 
 
 def test_ten_concurrent_10_mib_uploads_raise_peak_memory_by_less_than_50_mb(tmp_path):

@@ -10,6 +10,7 @@ import sys
 import time
 import uuid
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pypdf
@@ -364,8 +365,8 @@ async def test_another_actors_invoice_is_404_on_every_route_like_a_made_up_id(st
 # --- migration and audit ---------------------------------------------------------------------
 
 
-def test_invoices_made_before_part_two_keep_their_numbers_and_count_as_issued(tmp_path) -> None:
-    path = tmp_path / "old.db"
+def database_before_part_two(path: Path, number: str, total: str, quantity: int) -> None:
+    """A database as the studio left it before part two: one actor, one invoice."""
     old = sqlite3.connect(path, isolation_level=None)
     old.execute("PRAGMA journal_mode = WAL")
     for script in MIGRATIONS[:2]:
@@ -374,10 +375,16 @@ def test_invoices_made_before_part_two_keep_their_numbers_and_count_as_issued(tm
     old.execute("PRAGMA user_version = 2")
     old.execute("INSERT INTO actors VALUES ('a1', 'old@example.com', 'x', 0)")
     old.execute("INSERT INTO invoices (id, owner_id, number, customer, currency, total, due_date,"
-                " line_items, summary) VALUES ('i1', 'a1', 'OLD-7', 'Acme', 'EUR', '30.00',"
+                " line_items, summary) VALUES ('i1', 'a1', ?, 'Acme', 'EUR', ?,"
                 " '2026-01-01', ?, 'kept')",
-                (json.dumps([{"description": "Tea", "quantity": 3, "unit_price": "10.00"}]),))
+                (number, total, json.dumps([{"description": "Tea", "quantity": quantity,
+                                             "unit_price": "10.00"}])))
     old.close()
+
+
+def test_invoices_made_before_part_two_keep_their_numbers_and_count_as_issued(tmp_path) -> None:
+    path = tmp_path / "old.db"
+    database_before_part_two(path, "OLD-7", "30.00", 3)
 
     prepare(path)
 
@@ -392,17 +399,7 @@ def test_invoices_made_before_part_two_keep_their_numbers_and_count_as_issued(tm
 def test_an_old_number_that_reads_like_a_series_is_continued_never_repeated(tmp_path) -> None:
     path = tmp_path / "old.db"
     year = time.gmtime().tm_year
-    old = sqlite3.connect(path, isolation_level=None)
-    for script in MIGRATIONS[:2]:
-        assert isinstance(script, str)
-        old.executescript(script)
-    old.execute("PRAGMA user_version = 2")
-    old.execute("INSERT INTO actors VALUES ('a1', 'old@example.com', 'x', 0)")
-    old.execute("INSERT INTO invoices (id, owner_id, number, customer, currency, total, due_date,"
-                " line_items) VALUES ('i7', 'a1', ?, 'Acme', 'EUR', '1.00', '2026-01-01', ?)",
-                (f"INV-{year}-0007", json.dumps([{"description": "Tea", "quantity": 1,
-                                                   "unit_price": "1.00"}])))
-    old.close()
+    database_before_part_two(path, f"INV-{year}-0007", "10.00", 1)
     prepare(path)
     db = sqlite3.connect(path, isolation_level=None)
     db.row_factory = sqlite3.Row

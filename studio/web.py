@@ -91,6 +91,16 @@ def answer(request: Request, data: Any, *, template: str, context: dict[str, Any
     return render(request, template, context, status)
 
 
+def moved_to(request: Request, target: str, data: Any, status: int = 200) -> Response:
+    """After a write: JSON gets the data; htmx and plain forms go to the page to see next."""
+    kind = answer_kind(request)
+    if kind == "json":
+        return JSONResponse(data, status_code=status, headers=PRIVATE)
+    if kind == "fragment":
+        return Response(status_code=200, headers={"HX-Redirect": target, **PRIVATE})
+    return RedirectResponse(target, status_code=303, headers=PRIVATE)
+
+
 def refusal_response(request: Request, refusal: Refusal) -> Response:
     response = _refusal_answer(request, refusal)
     response.headers.update(refusal.headers)
@@ -346,12 +356,8 @@ async def submit_lease(request: Request) -> Response:
         )
         if created and studio.worker is not None:
             studio.worker.wake.set()
-        if kind == "json":
-            return JSONResponse(receipt, status_code=201 if created else 200, headers=PRIVATE)
-        target = f"/leases/{receipt['lease_id']}"
-        if kind == "fragment":
-            return Response(status_code=200, headers={"HX-Redirect": target, **PRIVATE})
-        return RedirectResponse(target, status_code=303, headers=PRIVATE)
+        return moved_to(request, f"/leases/{receipt['lease_id']}", receipt,
+                        201 if created else 200)
 
     # A resubmission of the same bytes by the same session, with nothing committed since,
     # is answered as it was last time; only a JSON replay (200) is remembered.

@@ -18,6 +18,7 @@ from studio.web import (
     answer,
     answer_kind,
     current_actor,
+    moved_to,
     path_id,
     read_body,
     render,
@@ -38,16 +39,6 @@ def line_items_of(body: dict[str, Any]) -> dict[str, Any]:
     # A line left wholly blank in the form is not a line.
     lines = [line for line in lines if any(str(value).strip() for value in line.values())]
     return {**body, "line_items": lines}
-
-
-def moved_to(request: Request, target: str, data: Any, status: int = 200) -> Response:
-    """After a write: JSON gets the data; htmx and plain forms go to the page to see next."""
-    kind = answer_kind(request)
-    if kind == "json":
-        return JSONResponse(data, status_code=status, headers=PRIVATE)
-    if kind == "fragment":
-        return Response(status_code=200, headers={"HX-Redirect": target, **PRIVATE})
-    return RedirectResponse(target, status_code=303, headers=PRIVATE)
 
 
 async def invoice_list(request: Request) -> Response:

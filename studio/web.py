@@ -168,6 +168,11 @@ async def on_database_error(request: Request, exc: Exception) -> Response:
 
 async def read_body(request: Request) -> dict[str, Any]:
     """The body as a dict, from JSON or a url-encoded form, at most 64 KiB."""
+    return parse_body(request, await read_raw(request))
+
+
+async def read_raw(request: Request) -> bytes:
+    """The body's bytes, at most 64 KiB."""
     declared = request.headers.get("content-length", "")
     if declared.isascii() and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise Refusal("body_too_large")
@@ -176,7 +181,11 @@ async def read_body(request: Request) -> dict[str, Any]:
         raw += chunk
         if len(raw) > MAX_BODY_BYTES:
             raise Refusal("body_too_large")
-    request.scope["studio.raw_body"] = raw
+    return raw
+
+
+def parse_body(request: Request, raw: bytes) -> dict[str, Any]:
+    """JSON or a url-encoded form, as a dict; anything else is refused."""
     try:
         text = raw.decode("utf-8").strip()
     except UnicodeDecodeError:
@@ -341,11 +350,12 @@ async def review(request: Request) -> Response:
 
 
 async def submit_lease(request: Request) -> Response:
-    body = await read_body(request)
+    raw = await read_raw(request)
     studio = studio_of(request)
     kind = answer_kind(request)
 
     async def submit() -> Response:
+        body = parse_body(request, raw)
         actor = await current_actor(request)
         lease_request = intents.parse_request(
             body, studio.providers, studio.settings.max_batch_tasks
@@ -360,11 +370,12 @@ async def submit_lease(request: Request) -> Response:
                         201 if created else 200)
 
     # A resubmission of the same bytes by the same session, with nothing committed since,
-    # is answered as it was last time; only a JSON replay (200) is remembered.
+    # is answered as it was last time, before the bytes are even parsed again; only a JSON
+    # replay (200) is remembered.
     cookie = request.cookies.get(SESSION_COOKIE)
     if not studio.sessions.confirmed(cookie):
         return await submit()
-    key = ("replay", kind, cookie, hashlib.sha256(request.scope["studio.raw_body"]).digest())
+    key = ("replay", kind, cookie, hashlib.sha256(raw).digest())
     def replayed(reply: Response) -> bool:
         return kind == "json" and reply.status_code == 200
 

@@ -221,10 +221,6 @@ def sessions_of(db: sqlite3.Connection, actor_id: str) -> list[str]:
         "SELECT id FROM sessions WHERE actor_id = ?", (actor_id,))]
 
 
-def delete_session(db: sqlite3.Connection, session_id: str) -> None:
-    db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
-
-
 def add_actor(db: sqlite3.Connection, email: str, password: str,
               password_hash: str | None = None) -> str:
     """Create an actor (inside the caller's transaction) and return its id. Pass a hash made

@@ -20,7 +20,7 @@ SERVED = {"X-Content-Type-Options": "nosniff", "Cache-Control": "private, no-sto
 
 
 def store_of(request: Request) -> FileStore:
-    return FileStore(studio_of(request).settings.files).ensure()
+    return FileStore(studio_of(request).settings.files)
 
 
 def disposition(kind: str, filename: str) -> str:
@@ -36,7 +36,7 @@ async def upload(request: Request) -> Response:
     actor = await current_actor(request)
     studio = studio_of(request)
     await studio.db.read(attachments.draft_of, actor.id, invoice_id)
-    store = store_of(request)
+    store = store_of(request).ensure()  # owner-only before the first file lands in it
     received = await read_upload(request, store.incoming, studio.settings.max_upload_bytes)
     try:
         client_key = bindings.parse_request_id(received.fields, "client_key",

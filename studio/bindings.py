@@ -61,16 +61,19 @@ def bound(db: sqlite3.Connection, actor_id: str, kind: str, request_id: str,
 def once(db: sqlite3.Connection, actor_id: str, kind: str, request_id: str, print_: str,
          make: Callable[[str], None], now: float, target_id: str | None = None
          ) -> tuple[str, bool]:
-    """Look the id up, or bind it and `make(target_id)` in the caller's transaction:
-    (target, created). The binding is written first, so only a rollback can remove it."""
-    existing = bound(db, actor_id, kind, request_id, print_)
-    if existing is not None:
-        return existing, False
+    """Bind the id and `make(target_id)` in the caller's transaction, or answer what the id
+    already made: (target, created). The binding is written first, so only a rollback can
+    remove it; a bound id costs one more SELECT, a new one none."""
     target_id = target_id or str(uuid.uuid4())
-    db.execute(
+    inserted = db.execute(
         "INSERT INTO request_bindings (actor_id, kind, request_id, fingerprint, target_id,"
-        " created_at) VALUES (?, ?, ?, ?, ?, ?)",
+        " created_at) VALUES (?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (actor_id, kind, request_id) DO NOTHING",
         (actor_id, kind, request_id, print_, target_id, now),
-    )
+    ).rowcount
+    if not inserted:
+        existing = bound(db, actor_id, kind, request_id, print_)
+        assert existing is not None, "the write lock is held: the row that refused us is there"
+        return existing, False
     make(target_id)
     return target_id, True

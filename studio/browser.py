@@ -8,9 +8,11 @@ import asyncio
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from studio.auth import is_cross_origin
+from studio.auth import UNSAFE_METHODS, is_cross_origin
 from studio.errors import Refusal
 from studio.web import refusal_response
+
+ORIGIN_HEADERS = frozenset({b"sec-fetch-site", b"origin", b"host"})
 
 
 class CrossOriginGuard:
@@ -18,9 +20,9 @@ class CrossOriginGuard:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if scope["type"] == "http" and scope["method"] in UNSAFE_METHODS:
             headers = {key.decode("latin-1"): value.decode("latin-1")
-                       for key, value in scope["headers"]}
+                       for key, value in scope["headers"] if key in ORIGIN_HEADERS}
             if is_cross_origin(scope["method"], headers):
                 request = Request(scope, receive)
                 await refusal_response(request, Refusal("cross_origin_request"))(

@@ -463,13 +463,15 @@ class Database:
 
     async def write(self, unit: Unit[T], *args: Any, **kwargs: Any) -> T:
         """Run one write transaction as one unit on the writer's thread."""
+        return await self.on_writer(in_transaction, unit, *args, **kwargs)
+
+    async def on_writer(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`call(connection, *args)` on the writer's thread, as one hop."""
         assert self._writer is not None, "the database is not open"
         # aiosqlite's public calls are one statement per hop; _execute runs a whole function
         # on the connection's thread, so a transaction cannot interleave or be left half-open
         # by a cancelled request.
-        return await self._writer._execute(
-            in_transaction, self._writer._conn, unit, *args, **kwargs
-        )
+        return await self._writer._execute(call, self._writer._conn, *args, **kwargs)
 
     def version(self) -> int:
         """A number that changes whenever any other connection commits to the file."""

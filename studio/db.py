@@ -10,14 +10,13 @@ from __future__ import annotations
 import itertools
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import aiosqlite
-
-from studio import logs
 
 T = TypeVar("T")
 Unit = Callable[..., T]
@@ -404,20 +403,36 @@ def clock(now: float | None) -> float:
     return time.time() if now is None else now
 
 
+_committing = threading.local()
+
+
+def after_commit(call: Callable[[], object]) -> None:
+    """Run `call` once the transaction running on this thread commits, never if it rolls
+    back; outside a transaction, now. For what must only follow a write that is on disk:
+    a log line naming a state change, a counter of work done."""
+    waiting = getattr(_committing, "calls", None)
+    if waiting is None:
+        call()
+    else:
+        waiting.append(call)
+
+
 def in_transaction(db: sqlite3.Connection, unit: Unit[T], *args: Any, **kwargs: Any) -> T:
     """Run `unit(db, *args)` inside BEGIN IMMEDIATE: all of it commits, or none of it.
-    State changes the unit logs are written only once it has committed."""
+    What the unit asked to follow the commit (`after_commit`) runs only once it has."""
     db.execute("BEGIN IMMEDIATE")
-    logs.hold_changes()
+    _committing.calls = waiting = []
     try:
         result = unit(db, *args, **kwargs)
         db.execute("COMMIT")
     except BaseException:
-        logs.release_changes(committed=False)
         if db.in_transaction:
             db.execute("ROLLBACK")
         raise
-    logs.release_changes(committed=True)
+    finally:
+        _committing.calls = None
+    for call in waiting:
+        call()
     return result
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from studio import bindings, logs, metrics, money
 from studio.auth import Actor
-from studio.db import Database, clock
+from studio.db import Database, after_commit, clock
 from studio.errors import Refusal
 from studio.leases import timestamp
 
@@ -375,7 +375,7 @@ def issue(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: st
         target_id=invoice_id)
     if not created:
         return _issued(db, invoice_id), False
-    metrics.issues_total.inc()
+    after_commit(metrics.issues_total.inc)
     return receipt, True
 
 

@@ -13,6 +13,7 @@ never extended. Units take a `sqlite3.Connection` and run inside one transaction
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sqlite3
@@ -22,7 +23,7 @@ from typing import Any
 
 from studio import logs, metrics
 from studio.auth import Actor, expired_sessions, sessions_of
-from studio.db import Database, clock
+from studio.db import Database, after_commit, clock
 from studio.errors import Refusal
 from studio.purposes import PURPOSES
 
@@ -101,8 +102,9 @@ def record_proposal(
         elif lease["status"] == "open":
             detail = f"task {task_id}: claim no longer held"
         record_event(db, lease_id, "late_completion", detail, now)
-        log.info("late completion for lease %s, written nowhere (%s)", lease_id, detail)
-        metrics.late_completions_total.inc()
+        after_commit(functools.partial(
+            log.info, "late completion for lease %s, written nowhere (%s)", lease_id, detail))
+        after_commit(metrics.late_completions_total.inc)
         return False
     if not saved:
         log.info("task %s already had its proposal; reused it", task_id)

@@ -14,9 +14,10 @@ import functools
 import json
 import logging
 import logging.config
-import threading
 import time
 from typing import Any
+
+from studio import db
 
 FIELDS = "studio_fields"
 # Already said by the text line's message; JSON lines carry every field.
@@ -24,8 +25,6 @@ IN_MESSAGE = frozenset({"event", "kind", "id", "from", "to", "method", "route", 
                         "version", "db", "address", "workers", "proxy_headers"})
 requests_log = logging.getLogger("studio.request")
 changes_log = logging.getLogger("studio.change")
-
-_pending = threading.local()
 
 
 class TextFormatter(logging.Formatter):
@@ -114,11 +113,7 @@ def state_change(kind: str, id: str, actor: str | None, from_: str | None, to: s
     """
     fields: dict[str, Any] = {"event": "state_change", "kind": kind, "id": id, "actor_id": actor,
                               "from": from_, "to": to, "reason": reason, **ids}
-    pending = getattr(_pending, "changes", None)
-    if pending is not None:
-        pending.append(fields)
-    else:
-        _write_change(fields)
+    db.after_commit(functools.partial(_write_change, fields))
 
 
 def _write_change(fields: dict[str, Any]) -> None:
@@ -126,16 +121,4 @@ def _write_change(fields: dict[str, Any]) -> None:
                      fields["to"], extra={FIELDS: fields})
 
 
-def hold_changes() -> None:
-    """Start holding state changes named on this thread (a transaction began)."""
-    _pending.changes = []
-
-
-def release_changes(committed: bool) -> None:
-    """The transaction ended: write what it changed if it committed, forget it if not."""
-    changes = getattr(_pending, "changes", None) or []
-    _pending.changes = None
-    if committed:
-        for fields in changes:
-            _write_change(fields)
 

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from studio import db as store
-from studio.db import MIGRATIONS, SchemaTooNew, prepare
+from studio.auth import add_actor
+from studio.db import MIGRATIONS, SchemaTooNew, after_commit, in_transaction, prepare
 from tests.conftest import ROOT, scalar, studio_env
 
 
@@ -52,3 +53,33 @@ def test_each_migration_commits_in_its_own_transaction(tmp_path, monkeypatch):
     assert scalar(path, "PRAGMA user_version") == len(MIGRATIONS)
     assert scalar(path, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'half_made'") == 0
     assert scalar(path, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'actors'") == 1
+
+
+def test_what_follows_a_commit_runs_after_it_and_never_after_a_rollback(tmp_path):
+    """A counter or a log line of work done must only follow work that is on disk."""
+    path = tmp_path / "studio.db"
+    prepare(path)
+    writer = sqlite3.connect(path, isolation_level=None)
+    seen_from_outside: list[int] = []
+
+    def count_profiles() -> None:
+        other = sqlite3.connect(path)
+        seen_from_outside.append(other.execute("SELECT count(*) FROM profiles").fetchone()[0])
+        other.close()
+
+    def save(db: sqlite3.Connection, fail: bool) -> None:
+        actor_id = add_actor(db, f"{'fail' if fail else 'ok'}@example.com", "x")
+        db.execute("INSERT INTO profiles (actor_id, name, address, vat_id, updated_at)"
+                   " VALUES (?, 'Ada', '', '', 0)", (actor_id,))
+        after_commit(count_profiles)
+        if fail:
+            raise RuntimeError("refused after the write")
+
+    with pytest.raises(RuntimeError):
+        in_transaction(writer, save, True)
+    assert seen_from_outside == []  # rolled back: nothing followed
+    in_transaction(writer, save, False)
+    assert seen_from_outside == [1]  # ran once, and another connection already saw the row
+    after_commit(count_profiles)  # outside a transaction: at once
+    assert seen_from_outside == [1, 1]
+    writer.close()

@@ -172,6 +172,18 @@ async def test_a_deleted_draft_is_gone_from_every_route(studio) -> None:
     assert made["id"] not in {i["id"] for i in (await client.get("/invoices")).json()}
 
 
+async def test_resending_the_id_of_a_draft_deleted_since_makes_no_second_draft(studio) -> None:
+    client = await studio.signed_in()
+    body = draft_body(request_id="deleted-later", customer="Deleted Later Ltd")
+    made = await client.post("/invoices", json=body)
+    assert (await client.delete(f"/invoices/{made.json()['id']}")).status_code == 200
+    again = await client.post("/invoices", json=body)
+    assert again.status_code == 200, again.text
+    assert (again.json()["id"], again.json()["status"]) == (made.json()["id"], "deleted")
+    assert scalar(studio.settings.db_path, "SELECT COUNT(*) FROM invoices"
+                                           " WHERE customer = 'Deleted Later Ltd'") == 1
+
+
 # --- issuing ---------------------------------------------------------------------------------
 
 

@@ -45,12 +45,21 @@ class ClientTimeout:
             await self.app(scope, receive, send)
             return
 
+        body_read = False
+
         async def receive_in_time() -> Message:
+            # Only the body is timed. Once it has all arrived, a receive() waits for the
+            # client to go away (a streamed download listens so), however long that takes.
+            nonlocal body_read
+            if body_read:
+                return await receive()
             try:
                 async with asyncio.timeout(self.seconds):
-                    return await receive()
+                    message = await receive()
             except TimeoutError:
                 # Raised inside the handler's read, so it answers through the usual refusal.
                 raise Refusal("request_timeout", headers={"Connection": "close"}) from None
+            body_read = not message.get("more_body", False)
+            return message
 
         await self.app(scope, receive_in_time, send)

@@ -5,11 +5,13 @@ signing key are readable by their owner only, and a readable key stops the start
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import socket
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -50,6 +52,39 @@ def test_a_body_that_stalls_gets_408_and_a_closed_connection(tmp_path):
         # Nothing of the half-sent request was written; the studio still answers others.
         assert scalar(tmp_path / "studio.db", "SELECT COUNT(*) FROM leases") == 0
         assert client.get("/invoices").status_code == 200
+    assert "Traceback" not in server.log()
+
+
+def test_a_slow_download_is_not_cut_off_by_the_body_timeout(tmp_path):
+    """The 408 watchdog times a request's body only: a download read slowly, for longer than
+    the timeout, arrives whole (a streamed answer keeps listening for a disconnect)."""
+    server = start_server(tmp_path / "studio.db", "--demo", STUDIO_CLIENT_TIMEOUT_SECONDS="1")
+    with contextlib.ExitStack() as stack:
+        stack.callback(server.stop)
+        client = sign_in(server.url)
+        stack.callback(client.close)
+        draft = next(i["id"] for i in client.get("/invoices").json() if i["status"] == "draft")
+        content = b"%PDF-1.4\n" + os.urandom(6 * 1024 * 1024) + b"\n%%EOF\n"
+        made = client.post(f"/invoices/{draft}/attachments", data={"client_key": "slow-1"},
+                           files={"file": ("big.pdf", content, "application/pdf")})
+        assert made.status_code == 201, made.text
+        cookie = f"studio_session={client.cookies['studio_session']}"
+        host, port = server.url.removeprefix("http://").split(":")
+        with socket.socket() as raw:
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+            raw.settimeout(30)
+            raw.connect((host, int(port)))
+            raw.sendall(f"GET /attachments/{made.json()['attachment_id']} HTTP/1.1\r\n"
+                        f"Host: {host}\r\nCookie: {cookie}\r\nConnection: close\r\n\r\n"
+                        .encode())
+            answer, started = b"", time.monotonic()
+            while chunk := raw.recv(64 * 1024):  # about 1 MiB a second: six seconds in all
+                answer += chunk
+                time.sleep(0.05)
+        assert time.monotonic() - started > 2  # far past the one-second timeout
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200"), head
+        assert hashlib.sha256(body).hexdigest() == hashlib.sha256(content).hexdigest()
     assert "Traceback" not in server.log()
 
 

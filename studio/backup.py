@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from studio.checks import Finding, Target, files_dir_for, run_checks
-from studio.db import sync_path
+from studio.db import owner_only, sync_path
 
 
 class BackupError(Exception):
@@ -38,18 +38,25 @@ def backup(db_path: Path, dest: Path, files: Path | None = None) -> Copied:
         raise BackupError(f"There is no database at {db_path}; name it with --db or STUDIO_DB.")
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise BackupError(f"{dest} already holds something; back up into a new or empty folder.")
-    dest.mkdir(parents=True, exist_ok=True)
-    copy = dest / db_path.name
-    draft = dest / f".{db_path.name}.partial"
-    source = sqlite3.connect(db_path.resolve().as_uri() + "?mode=ro", uri=True, timeout=30)
-    target = sqlite3.connect(draft)
+    # The copy holds what the studio does (password hashes, every invoice): owner only, as
+    # is every file SQLite makes beside it while it is written.
+    previous = os.umask(0o077)
     try:
-        source.backup(target)  # all pages in one step: one read transaction, one snapshot
-        # One self-contained file: the restored studio switches it back to WAL when it opens.
-        target.execute("PRAGMA journal_mode = DELETE")
+        dest.mkdir(mode=0o700, parents=True, exist_ok=True)
+        copy = dest / db_path.name
+        draft = dest / f".{db_path.name}.partial"
+        owner_only(draft)
+        source = sqlite3.connect(db_path.resolve().as_uri() + "?mode=ro", uri=True, timeout=30)
+        target = sqlite3.connect(draft)
+        try:
+            source.backup(target)  # all pages in one step: one read transaction, one snapshot
+            # One self-contained file: the restored studio switches it back to WAL on opening.
+            target.execute("PRAGMA journal_mode = DELETE")
+        finally:
+            target.close()
+            source.close()
     finally:
-        target.close()
-        source.close()
+        os.umask(previous)
     sync_path(draft)
     os.replace(draft, copy)
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import subprocess
 import sys
 import threading
@@ -97,7 +99,11 @@ def test_a_backup_under_load_restores_every_write_acknowledged_before_it(tmp_pat
                       if when < began]
             numbered = [(invoice, number) for when, invoice, number in list(issued)
                         if when < began]
-            copied = studio_command(live, "backup", str(tmp_path / "backup"))
+            previous = os.umask(0o022)  # a typical host: new files world-readable unless asked
+            try:
+                copied = studio_command(live, "backup", str(tmp_path / "backup"))
+            finally:
+                os.umask(previous)
             count_at_end = len(acknowledged)
             wait_until(lambda: len(acknowledged) > count_at_end + 10, 60,
                        "writes to go on after the backup")
@@ -118,6 +124,10 @@ def test_a_backup_under_load_restores_every_write_acknowledged_before_it(tmp_pat
     backup = tmp_path / "backup"
     assert sorted(p.name for p in backup.iterdir()) == [
         "studio.db", "studio.db.files", "studio.db.secret"]
+    # The copy holds the password hashes and every invoice: its owner's only.
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in (
+        backup, backup / "studio.db", backup / "studio.db.secret")} == {
+        "backup": 0o700, "studio.db": 0o600, "studio.db.secret": 0o600}
     checked = studio_command(backup / "studio.db", "check")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert checked.stdout.splitlines()[0].startswith("integrity: ok")

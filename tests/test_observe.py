@@ -113,6 +113,24 @@ async def test_metrics_parse_and_move_with_the_work(settings):
             lease = (await client.post("/leases", json=lease_body([invoice]))).json()
             await wait_for_status(client, lease["lease_id"], "proposed")
             assert (await client.post(f"/leases/{lease['lease_id']}/apply")).status_code == 200
+            drafts = [(await client.get(f"/invoices/{i['id']}")).json()
+                      for i in (await client.get("/invoices")).json() if i["status"] == "draft"]
+            stale = await client.post(f"/invoices/{drafts[0]['id']}/issue", json={
+                "request_id": "metrics-stale", "revision": drafts[0]["revision"] + 1})
+            assert stale.status_code == 409  # refused: counts as no issue
+            for _ in range(2):  # and a replay is not a second one
+                issued = await client.post(f"/invoices/{drafts[0]['id']}/issue", json={
+                    "request_id": "metrics-issue", "revision": drafts[0]["revision"]})
+                assert issued.status_code in (200, 201)
+            fresh = await client.post("/invoices", json={
+                "customer": "Metrics Ltd", "currency": "EUR", "due_date": "2030-01-31",
+                "line_items": [{"description": "Work", "quantity": "1", "unit_price": "10",
+                                "tax_rate": "0"}]})
+            for _ in range(2):
+                uploaded = await client.post(
+                    f"/invoices/{fresh.json()['id']}/attachments", data={"client_key": "metrics"},
+                    files={"file": ("r.pdf", b"%PDF-1.4\n%%EOF\n", "application/pdf")})
+                assert uploaded.status_code in (200, 201)
             await client.aclose()
             reply = await local.get("/metrics")
         assert reply.status_code == 200
@@ -130,8 +148,9 @@ async def test_metrics_parse_and_move_with_the_work(settings):
     assert after[("studio_leases", (("state", "applied"),))] == \
         scalar(settings.db_path, "SELECT COUNT(*) FROM leases WHERE status = 'applied'")
     assert moved("studio_provider_seconds_count", provider="local") == 1
-    for name in ("studio_oldest_waiting_task_seconds", "studio_late_completions_total",
-                 "studio_issues_total", "studio_uploads_total"):
+    assert moved("studio_issues_total") == 1
+    assert moved("studio_uploads_total") == 1
+    for name in ("studio_oldest_waiting_task_seconds", "studio_late_completions_total"):
         assert (name, ()) in after
     assert ("studio_tasks", (("state", "waiting"),)) in after
 

@@ -88,7 +88,10 @@ async def test_one_task_from_ben_finishes_within_two_task_times_of_adas_big_batc
             slow.tokens.release()
             released += 1
             await asyncio.sleep(0.05)
-        # Ben's lease proposed after at most three task times; Ada's batch has barely begun.
+        # At most three releases are two task times on two slots: the first frees a slot
+        # (one task time); Ben's task then runs beside one of Ada's, and the next two
+        # releases, which either may take, end that second task time. Ada's batch has
+        # barely begun.
         assert released <= 3
         done = scalar(settings.db_path, "SELECT COUNT(*) FROM tasks WHERE lease_id = ?"
                       " AND status = 'done'", adas["lease_id"])

@@ -24,7 +24,12 @@ UNREADABLE_URLS = ["http://[", "http://[::1", "http://a]b", "http://]", "http://
                    "http://a:99999", "//[", "[", "http://%zz"]
 # Every request header the studio's own code looks at.
 READ_HEADERS = ["origin", "sec-fetch-site", "host", "hx-request", "hx-current-url", "accept",
-                "content-type", "content-length", "cookie"]
+                "content-type", "content-length", "cookie", "authorization"]
+BOUNDARY = "fuzzboundary"
+MULTIPART = "\r\n".join([
+    f"--{BOUNDARY}", 'Content-Disposition: form-data; name="client_key"', "", "fuzz",
+    f"--{BOUNDARY}", 'Content-Disposition: form-data; name="file"; filename="r.pdf"',
+    "Content-Type: application/pdf", "", "%PDF-1.4\n%%EOF\n", f"--{BOUNDARY}--", ""]).encode()
 
 
 @dataclass
@@ -101,7 +106,8 @@ header_values = st.one_of(
     st.sampled_from(UNREADABLE_URLS),
     st.sampled_from(["true", "same-origin", "cross-site", "none", "null", "studio.test",
                      "http://studio.test", "application/json", "text/html", "0", "-1",
-                     "99999999999999999999", "application/x-www-form-urlencoded", "json"]),
+                     "99999999999999999999", "application/x-www-form-urlencoded", "json",
+                     f"multipart/form-data; boundary={BOUNDARY}", "Bearer x", "Basic Og=="]),
     # What an HTTP/1.1 server passes on: any byte but CR, LF and NUL.
     st.binary(max_size=40).map(lambda raw: raw.replace(b"\r", b"").replace(b"\n", b"")
                                .replace(b"\0", b"").decode("latin-1")),
@@ -111,7 +117,13 @@ requests_ = st.tuples(
     st.sampled_from([("POST", "/leases"), ("GET", "/invoices"), ("GET", "/leases/@lease@"),
                      ("POST", "/leases/@lease@/cancel"), ("POST", "/leases/@lease@/apply"),
                      ("GET", "/review"), ("GET", "/login"), ("POST", "/login"),
-                     ("GET", "/nowhere"), ("POST", "/logouts")]),
+                     ("GET", "/nowhere"), ("POST", "/logouts"), ("POST", "/invoices"),
+                     ("GET", "/invoices/@invoice@"), ("PATCH", "/invoices/@invoice@"),
+                     ("GET", "/invoices/@invoice@/issue"), ("POST", "/invoices/@invoice@/issue"),
+                     ("GET", "/invoices/@invoice@.pdf"),
+                     ("POST", "/invoices/@invoice@/attachments"),
+                     ("GET", "/invoices/totals"), ("GET", "/settings"), ("POST", "/settings"),
+                     ("GET", "/metrics"), ("GET", "/healthz")]),
     st.dictionaries(st.sampled_from(READ_HEADERS), header_values, max_size=5),
     st.booleans(),  # signed in
 )
@@ -135,8 +147,20 @@ async def test_fuzzed_headers_on_every_route_never_answer_500(studio):
     cookie = f"{SESSION_COOKIE}={client.cookies.get(SESSION_COOKIE)}"
     lease_id = (await client.post("/leases", json=lease_body(studio.invoice_ids()[:1]))
                 ).json()["lease_id"]
+    draft = next(i["id"] for i in (await client.get("/invoices")).json() if i["status"] == "draft")
+    invoices_before = scalar(studio.settings.db_path, "SELECT COUNT(*) FROM invoices")
     bodies = {"/leases": json.dumps(lease_body(studio.invoice_ids()[:1], "fuzz")).encode(),
-              "/login": json.dumps({"email": ADA, "password": "wrong"}).encode()}
+              "/login": json.dumps({"email": ADA, "password": "wrong"}).encode(),
+              "/invoices": json.dumps({"request_id": "fuzz", "customer": "Fuzz Ltd",
+                                       "currency": "EUR", "due_date": "2030-01-31",
+                                       "line_items": []}).encode(),
+              # A revision that never was: each of these is refused before it writes.
+              "/invoices/@invoice@": json.dumps({"revision": 999, "customer": "X"}).encode(),
+              "/invoices/@invoice@/issue": json.dumps({"request_id": "fuzz",
+                                                       "revision": 999}).encode(),
+              "/invoices/@invoice@/attachments": MULTIPART,
+              "/settings": json.dumps({"name": "Ada Fuzz", "address": "",
+                                       "vat_id": ""}).encode()}
     cases = generate(3000)
     assert len(cases) >= 3000
     statuses: dict[int, int] = {}
@@ -145,8 +169,9 @@ async def test_fuzzed_headers_on_every_route_never_answer_500(studio):
         if signed_in and "cookie" not in fuzzed:
             headers["cookie"] = cookie
         raw = [(name.encode(), value.encode("latin-1")) for name, value in headers.items()]
-        body = bodies.get(path, b"") if method == "POST" else b""
-        reply = await call(studio.app, method, path.replace("@lease@", lease_id), raw, body)
+        body = bodies.get(path, b"") if method in ("POST", "PATCH") else b""
+        path = path.replace("@lease@", lease_id).replace("@invoice@", draft)
+        reply = await call(studio.app, method, path, raw, body)
         statuses[reply.status] = statuses.get(reply.status, 0) + 1
         assert reply.status != 500, (method, path, headers)
     # The run reached past the guards as well as into them.
@@ -154,3 +179,7 @@ async def test_fuzzed_headers_on_every_route_never_answer_500(studio):
     assert 500 not in statuses
     # The one lease the fuzz may make is its own "fuzz" request: nothing else was written.
     assert scalar(studio.settings.db_path, "SELECT COUNT(*) FROM leases") <= 2
+    # And the one draft its own "fuzz" id may make.
+    assert scalar(studio.settings.db_path, "SELECT COUNT(*) FROM invoices") <= invoices_before + 1
+    assert scalar(studio.settings.db_path, "SELECT COUNT(*) FROM invoices"
+                                           " WHERE status = 'issued' AND id = ?", draft) == 0

@@ -67,6 +67,11 @@ class _Reader:
         self._digest = hashlib.sha256()
         self.too_large = False
         self.parts = 0
+        self.ended = False
+
+    def on_end(self) -> None:
+        """The closing boundary arrived: the body is whole."""
+        self.ended = True
 
     def on_part_begin(self) -> None:
         self.parts += 1
@@ -154,7 +159,7 @@ async def read_upload(request: Request, folder: Path, limit: int) -> Upload:
         parser = MultipartParser(boundary, {  # type: ignore[arg-type]
             name: getattr(reader, name) for name in (
                 "on_part_begin", "on_part_data", "on_part_end", "on_header_field",
-                "on_header_value", "on_header_end", "on_headers_finished")})
+                "on_header_value", "on_header_end", "on_headers_finished", "on_end")})
         async for chunk in request.stream():
             received += len(chunk)
             if received > limit + ENVELOPE_BYTES:
@@ -163,6 +168,9 @@ async def read_upload(request: Request, folder: Path, limit: int) -> Upload:
             if reader.too_large:
                 raise too_large
         parser.finalize()
+        if not reader.ended:  # the parser does not check this itself
+            raise Refusal("invalid_body", "The upload was cut off before its end; send the "
+                                          "file again.")
     except Refusal:
         reader.close()
         reader.upload.discard()

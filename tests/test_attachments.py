@@ -256,6 +256,10 @@ async def test_odd_multipart_bodies_are_4xx_and_leave_no_row_and_no_file(studio)
                  b"filename=\"b.pdf\"\r\n\r\n%PDF-1.4 two\r\n--b--\r\n")
     many_fields = "".join(f"--b\r\nContent-Disposition: form-data; name=\"f{n}\"\r\n\r\nx\r\n"
                           for n in range(40)).encode() + b"--b--\r\n"
+    # A body cut off before its closing boundary is not a whole file.
+    cut_off = (b"--b\r\nContent-Disposition: form-data; name=\"client_key\"\r\n\r\nk3\r\n"
+               b"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"r.pdf\"\r\n"
+               b"\r\n%PDF-1.4 the first half of the recei")
     answers = [
         await client.post(url, content=b"--" + long_boundary.encode() + b"--\r\n", headers={
             "Content-Type": f"multipart/form-data; boundary={long_boundary}"}),
@@ -264,8 +268,10 @@ async def test_odd_multipart_bodies_are_4xx_and_leave_no_row_and_no_file(studio)
         await client.post(url, content=many_fields,
                           headers={"Content-Type": "multipart/form-data; boundary=b"}),
         await client.post(url, content=b"garbage", headers={"Content-Type": "text/plain"}),
+        await client.post(url, content=cut_off,
+                          headers={"Content-Type": "multipart/form-data; boundary=b"}),
     ]
-    assert [a.status_code for a in answers] == [422] * 4, [a.text for a in answers]
+    assert [a.status_code for a in answers] == [422] * 5, [a.text for a in answers]
     assert database_digest(studio.settings.db_path) == before
     assert files(studio) == []
 

@@ -87,13 +87,19 @@ class FileStore:
 
 def draft_of(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> None:
     """Attachments join only the actor's own draft: 404 otherwise, 409 once issued."""
+    row = invoice_of(db, actor_id, invoice_id)
+    if row["status"] == "issued":
+        raise Refusal("invoice_issued", f"This invoice was issued as {row['number']}; its "
+                                        "attachments are frozen with it.")
+
+
+def invoice_of(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> sqlite3.Row:
+    """The actor's own invoice, draft or issued (status and number); 404 otherwise."""
     row = db.execute("SELECT status, number FROM invoices WHERE id = ? AND owner_id = ?"
                      " AND status != 'deleted'", (invoice_id, actor_id)).fetchone()
     if row is None:
         raise Refusal("invoice_not_found")
-    if row["status"] == "issued":
-        raise Refusal("invoice_issued", f"This invoice was issued as {row['number']}; its "
-                                        "attachments are frozen with it.")
+    return row
 
 
 def _listed(db: sqlite3.Connection, attachment_id: str) -> dict[str, Any]:

@@ -180,11 +180,17 @@ async def test_another_actor_gets_404_and_an_issued_invoice_409(studio):
                             json={"request_id": "issue-att", "revision": revision})
     assert issued.status_code == 201
     frozen = database_digest(studio.settings.db_path)
+    kept_files = stored(studio)
+    # A reply lost before the issue, resent after it: the same request, answered as it was.
+    resent = await send(ada, invoice, "key-ada", png(3))
+    assert resent.status_code == 200, resent.text
+    assert resent.json()["attachment_id"] == made["attachment_id"]
     late = await send(ada, invoice, "key-late", png(5))
     removed = await ada.delete(f"/attachments/{made['attachment_id']}")
     assert late.status_code == removed.status_code == 409
     assert late.json()["detail"] == removed.json()["detail"] == "invoice_issued"
     assert database_digest(studio.settings.db_path) == frozen
+    assert stored(studio) == kept_files and not list((studio.settings.files / "incoming").iterdir())
     with pytest.raises(sqlite3.IntegrityError, match="invoice_frozen"):
         execute(studio.settings.db_path, "DELETE FROM attachments WHERE id = ?",
                 made["attachment_id"])

@@ -35,7 +35,9 @@ async def upload(request: Request) -> Response:
     invoice_id = path_id(request, "invoice_id", "invoice_not_found")
     actor = await current_actor(request)
     studio = studio_of(request)
-    await studio.db.read(attachments.draft_of, actor.id, invoice_id)
+    # An issued invoice still answers a resent upload that attached before the issue: the
+    # same request twice is one request. Only a new one is refused (below, and in `bind`).
+    await studio.db.read(attachments.invoice_of, actor.id, invoice_id)
     store = store_of(request).ensure()  # owner-only before the first file lands in it
     received = await read_upload(request, store.incoming, studio.settings.max_upload_bytes)
     try:
@@ -46,6 +48,7 @@ async def upload(request: Request) -> Response:
                                       received.sha256)
         created = False
         if listed is None:
+            await studio.db.read(attachments.draft_of, actor.id, invoice_id)
             await asyncio.to_thread(store.place, received, actor.id)
             try:
                 listed, created = await studio.db.write(

@@ -152,6 +152,47 @@ async def test_a_pdf_sent_as_anything_is_a_pdf_and_a_hostile_name_cannot_break_t
     assert preview.status_code == 404  # only raster images are ever shown inline
 
 
+async def test_a_png_previews_inline_sandboxed_and_the_download_is_sandboxed_too(studio):
+    client = await studio.signed_in()
+    made = (await send(client, await draft_id(client), "key-preview", png(6))).json()
+    for path in (f"/attachments/{made['attachment_id']}/preview",
+                 f"/attachments/{made['attachment_id']}"):
+        served = await client.get(path)
+        assert served.status_code == 200 and served.content == png(6), path
+        assert served.headers["content-type"] == "image/png"
+        assert served.headers["content-security-policy"] == "default-src 'none'; sandbox"
+        assert served.headers["x-content-type-options"] == "nosniff"
+    assert served.headers["content-disposition"].startswith("attachment;")
+
+
+async def test_client_keys_are_each_actors_own_and_one_to_100_characters(studio):
+    ada, ben = await studio.signed_in(), await studio.signed_in(BEN)
+    adas, bens = await draft_id(ada), await draft_id(ben)
+    before = database_digest(studio.settings.db_path)
+    for key in ("", "k" * 101):
+        refused = await send(ada, adas, key, png(7))
+        assert refused.status_code == 422 and refused.json()["detail"] == "invalid_client_key"
+    assert database_digest(studio.settings.db_path) == before
+    assert (await send(ada, adas, "k" * 100, png(7))).status_code == 201
+    # The same key and the same bytes from Ben: his own attachment, his own stored file.
+    first = await send(ada, adas, "shared-key", png(8))
+    second = await send(ben, bens, "shared-key", png(8))
+    assert (first.status_code, second.status_code) == (201, 201)
+    assert first.json()["attachment_id"] != second.json()["attachment_id"]
+    store = FileStore(studio.settings.files)
+    owners = {name: scalar(studio.settings.db_path, "SELECT id FROM actors WHERE email = ?",
+                           email) for name, email in (("ada", "ada@example.com"), ("ben", BEN))}
+    digest = hashlib.sha256(png(8)).hexdigest()
+    assert all(store.path_of(owner, digest).read_bytes() == png(8) for owner in owners.values())
+    # Ada removing hers leaves Ben's file, and his download, in place.
+    assert (await ada.delete(f"/attachments/{first.json()['attachment_id']}")).status_code == 200
+    assert not store.path_of(owners["ada"], digest).exists()
+    assert (await ben.get(f"/attachments/{second.json()['attachment_id']}")).content == png(8)
+    listed = (await ben.get(f"/invoices/{bens}")).json()["attachments"]
+    assert [(item["filename"], item["size"], item["sha256"]) for item in listed] == [
+        ("receipt.png", len(png(8)), digest)]
+
+
 async def test_ten_concurrent_uploads_with_one_key_make_one_attachment(studio):
     client = await studio.signed_in()
     invoice = await draft_id(client)

@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 import pytest
 
 from studio import leases
-from tests.conftest import lease_body, rows, scalar, wait_for_status
+from tests.conftest import execute, lease_body, rows, scalar, wait_for_status
 
 pytestmark = pytest.mark.anyio
 PAGE = {"Accept": "text/html"}
@@ -18,11 +18,20 @@ HTMX = {"HX-Request": "true", "Accept": "text/html"}
 
 async def test_the_invoice_list_separates_drafts_from_issued_invoices(studio) -> None:
     client = await studio.signed_in()
+    db = studio.settings.db_path
+    listed = rows(db, "SELECT id, currency, total FROM invoices WHERE number = 'INV-1001'")[0]
+    execute(db, "UPDATE invoices SET summary = 'Paid early; ask about Q3' WHERE id = ?",
+            listed["id"])
     page = (await client.get("/invoices", headers=PAGE)).text
     drafts, issued = page.split('id="drafts"')[1].split('id="issued"')
     assert "Pemberton Tea Rooms" in drafts and "Pemberton Tea Rooms" not in issued
     assert "INV-1001" in issued and "Lindqvist Architects" in issued
     assert "INV-1001" not in drafts
+    # Each row: its number, its total, and the summary text itself, or that there is none.
+    [row] = [tr for tr in issued.split("<tr>") if "INV-1001" in tr]
+    assert f"{listed['currency']} {listed['total']}" in row
+    assert "Summarized" in row and "Paid early; ask about Q3" in row
+    assert all("None yet" in tr for tr in drafts.split("<tr>")[2:])
 
 
 async def test_a_form_with_repeated_line_fields_makes_a_draft_and_blank_lines_are_dropped(

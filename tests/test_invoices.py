@@ -18,6 +18,7 @@ import pytest
 
 from studio import invoices, money, profiles
 from studio.audit import audit_file
+from studio.auth import add_actor
 from studio.db import MIGRATIONS, in_transaction, prepare
 from tests.conftest import (
     ADA,
@@ -208,6 +209,31 @@ async def test_issuing_has_three_outcomes_new_replay_and_conflict(studio) -> Non
                                                                         last + 1)
     assert json.loads(stored["seller"])["name"] == "Ada Lovelace Design"
     assert audit_file(studio.settings.db_path) == []
+
+
+def test_each_year_numbers_from_one_in_its_own_series(tmp_path) -> None:
+    path = tmp_path / "studio.db"
+    prepare(path)
+    db = sqlite3.connect(path, isolation_level=None)
+    db.row_factory = sqlite3.Row
+    new_year = 1798761600.0  # 2027-01-01T00:00:00Z
+
+    def seed(db: sqlite3.Connection) -> tuple[str, list[str]]:
+        actor_id = add_actor(db, "years@example.com", "x")
+        profiles.save(db, actor_id, {"name": "Years Ltd", "address": "", "vat_id": ""})
+        fields = invoices.parse_draft(draft_body())
+        return actor_id, [invoices.create_draft(db, actor_id, fields, None)[0]["id"]
+                          for _ in range(4)]
+
+    actor_id, drafts = in_transaction(db, seed)
+    numbers = [in_transaction(db, invoices.issue, actor_id, draft, f"year-{n}", 1, when)[0]
+               ["number"] for n, (draft, when) in enumerate(zip(drafts, [
+                   new_year - 2, new_year - 1, new_year, new_year + 1], strict=True))]
+    assert numbers == ["INV-2026-0001", "INV-2026-0002", "INV-2027-0001", "INV-2027-0002"]
+    assert [tuple(row) for row in db.execute(
+        "SELECT year, last FROM invoice_series ORDER BY year")] == [(2026, 2), (2027, 2)]
+    db.close()
+    assert audit_file(path) == []
 
 
 async def test_issuing_an_issued_invoice_is_409_naming_its_number(studio) -> None:
@@ -437,6 +463,8 @@ async def test_studio_audit_finds_a_gap_a_changed_invoice_and_an_excess_credit(s
     made = [await make_draft(client) for _ in range(3)]
     for invoice in made:
         await issue(client, invoice)
+    note = (await client.post(f"/invoices/{made[2]['id']}/credit-note")).json()
+    assert (await issue(client, note)).status_code == 201  # a whole credit: within its total
     assert run_audit(db_path).returncode == 0
 
     def tamper(db: sqlite3.Connection) -> None:
@@ -450,6 +478,8 @@ async def test_studio_audit_finds_a_gap_a_changed_invoice_and_an_excess_credit(s
     result = run_audit(db_path)
     assert result.returncode == 1
     assert "not gapless" in result.stdout and "frozen SHA-256" in result.stdout
+    # The credit note of 71.36 now exceeds the 1.00 its invoice was changed to.
+    assert "more than its total 1.00" in result.stdout
     found = audit_file(db_path)
     assert len(found) >= 3, found
 

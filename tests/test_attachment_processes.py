@@ -63,6 +63,7 @@ def test_a_crash_between_saving_and_binding_leaves_an_orphan_that_is_swept_and_t
     finally:
         gate.execute("ROLLBACK")
         gate.close()
+        server.stop(kill=True)  # already gone, unless the wait above failed
     sender.join(30)
     assert isinstance(outcome[0], httpx.HTTPError)  # the client never heard back
     client.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import json
 import re
 import time
 from urllib.parse import urlencode
@@ -107,6 +109,31 @@ async def test_requests_are_listed_newest_first_and_an_ended_one_offers_try_agai
 
     history = (await client.get(f"/invoices/{invoice}", headers=PAGE)).text
     assert history.count('href="/leases/') >= 2 and "Try again" in history
+    # Each request that named the invoice, with its outcome in words.
+    entries = {lease_id: entry for entry in history.split("<li ")[1:]
+               for lease_id in re.findall(r'href="/leases/([^"]+)"', entry)}
+    assert 'data-status="expired"' in entries[older["lease_id"]]
+    assert "Ended, nothing written" in entries[older["lease_id"]]
+    assert "Try again" not in entries[newer["lease_id"]]
+
+
+async def test_the_issue_review_shows_what_will_be_frozen(studio) -> None:
+    client = await studio.signed_in()
+    saved = await client.post("/settings", json={"name": "Ada Works", "address": "1 Lane",
+                                                 "vat_id": "DE999"})
+    assert saved.status_code == 200
+    made = (await client.post("/invoices", json={
+        "customer": "Review Co", "currency": "EUR", "due_date": "2027-03-01",
+        "line_items": [{"description": "Framing", "quantity": "3", "unit_price": "19.99",
+                        "tax_rate": "19"}]})).json()
+    page = (await client.get(f"/invoices/{made['id']}/issue", headers=PAGE)).text
+    series = f"INV-{time.gmtime().tm_year}"
+    for shown in ("Ada Works", "DE999", "Review Co", "2027-03-01", "Framing", "71.36",
+                  f'<strong id="series">{series}</strong>', "Revision</dt><dd>1"):
+        assert shown in page, shown
+    # What the Issue button posts is frozen in the page: this revision and nothing else.
+    frozen = json.loads(html.unescape(re.search(r'data-frozen="([^"]+)"', page)[1]))
+    assert frozen == {"revision": 1}  # the request id is minted beside it, in the browser
 
 
 async def test_settings_keep_the_seller_profile(studio) -> None:

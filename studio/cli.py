@@ -66,7 +66,8 @@ def serve(args: argparse.Namespace) -> None:
         raise CommandError(str(error)) from None
     if args.workers > 1 and not os.environ.get(MULTIPROCESS_ENV):
         # Counters from every worker process are summed from files here (see metrics.py).
-        counters = tempfile.mkdtemp(prefix="studio-metrics-")
+        _remove_counters_of_the_dead()
+        counters = tempfile.mkdtemp(prefix=f"{COUNTERS_PREFIX}{os.getpid()}-")
         os.environ[MULTIPROCESS_ENV] = counters
         atexit.register(shutil.rmtree, counters, True)
     started = {"version": _version(), "db": str(settings.db_path.resolve()),
@@ -85,6 +86,24 @@ def serve(args: argparse.Namespace) -> None:
         h11_max_incomplete_event_size=16 * 1024, limit_concurrency=settings.max_connections,
         timeout_keep_alive=5,
     )
+
+
+COUNTERS_PREFIX = "studio-metrics-"
+
+
+def _remove_counters_of_the_dead() -> None:
+    """A clean stop removes its own counters folder; one killed (kill -9, a power cut)
+    cannot. Its folder names its pid: removed here once no such process lives."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{COUNTERS_PREFIX}*-*"):
+        pid = folder.name.removeprefix(COUNTERS_PREFIX).split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except PermissionError:
+            pass  # alive, and someone else's
 
 
 async def _work() -> None:

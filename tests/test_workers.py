@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from contextlib import closing
 
@@ -29,8 +32,21 @@ def pinned_clients(url: str, wanted: int = 2, tries: int = 300) -> dict[int, htt
 def test_two_workers_both_answer_and_a_lease_made_through_one_is_applied_through_the_other(
         tmp_path):
     db_path = tmp_path / "studio.db"
-    server = start_server(db_path, "--demo", "--workers", "2")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    # The counters folder a killed studio left behind (its process is gone), and one of a
+    # studio still running (this test's own process stands in for it).
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    left = temp / f"studio-metrics-{gone.pid}-abc"
+    living = temp / f"studio-metrics-{os.getpid()}-def"
+    for folder in (left, living):
+        folder.mkdir()
+    server = start_server(db_path, "--demo", "--workers", "2", TMPDIR=str(temp))
     try:
+        assert not left.exists() and living.exists()
+        [counters] = [p for p in temp.iterdir() if p.name.startswith(
+            f"studio-metrics-{server.process.pid}-")]
         clients = pinned_clients(server.url)
         (first_pid, first), (second_pid, second) = clients.items()
         assert first_pid != second_pid
@@ -65,3 +81,4 @@ def test_two_workers_both_answer_and_a_lease_made_through_one_is_applied_through
     assert scalar(db_path, "SELECT COUNT(*) FROM leases") == 1
     assert scalar(db_path, "SELECT summary FROM invoices WHERE id = ?", invoice) != ""
     assert "with 2 worker process(es)" in server.log()
+    assert not counters.exists() and living.exists()  # a clean stop takes its own away

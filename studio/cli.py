@@ -18,7 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from studio import accounts, logs
-from studio.config import Settings, from_environment, signing_keys
+from studio.config import Settings, alive, from_environment, signing_keys
 
 log = logging.getLogger("studio.cli")
 
@@ -96,14 +96,8 @@ def _remove_counters_of_the_dead() -> None:
     cannot. Its folder names its pid: removed here once no such process lives."""
     for folder in Path(tempfile.gettempdir()).glob(f"{COUNTERS_PREFIX}*-*"):
         pid = folder.name.removeprefix(COUNTERS_PREFIX).split("-", 1)[0]
-        if not pid.isdigit():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
+        if pid.isdigit() and not alive(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
-        except PermissionError:
-            pass  # alive, and someone else's
 
 
 async def _work() -> None:

@@ -145,11 +145,12 @@ def _remove_stale_drafts(path: Path) -> None:
     """A draft left by a process that died before linking it is useless: remove it."""
     for draft in path.parent.glob(f"{path.name}.*.draft"):
         pid = draft.name[len(path.name) + 1:-len(".draft")]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not alive(int(pid)):
             draft.unlink(missing_ok=True)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether a process of that id lives (someone else's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -147,6 +147,30 @@ def test_a_stale_draft_key_is_removed_and_a_whole_key_made(tmp_path):
     assert signing_key(Settings(db_path=db_path)) == key
 
 
+def test_the_key_is_on_disk_before_it_is_linked_into_place(tmp_path, monkeypatch):
+    """A crash right after the key appears must not leave a studio with a torn or empty key:
+    its bytes are synced in the draft before the draft is linked under the key's name."""
+    import studio.config as config
+
+    said: list[tuple[str, object]] = []
+    real_fsync, real_link = os.fsync, os.link
+
+    def fsync(fd: int) -> None:
+        said.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def link(source: str | Path, target: str | Path) -> None:
+        said.append(("link", str(source)))
+        real_link(source, target)
+
+    monkeypatch.setattr(config.os, "fsync", fsync)
+    monkeypatch.setattr(config.os, "link", link)
+    key = signing_key(Settings(db_path=tmp_path / "studio.db"))
+    draft = next(name for step, name in said if step == "link")
+    assert said.index(("fsync", draft)) < said.index(("link", draft)), said
+    assert (tmp_path / "studio.db.secret").read_text().strip() == key
+
+
 async def test_sign_in_cookie_lives_as_long_as_the_session(settings):
     from tests.conftest import running
 

@@ -87,10 +87,6 @@ class Sessions:
         async with self._password_slots:
             return await asyncio.to_thread(_verify_password, password_hash, password)
 
-    async def hash_password(self, password: str) -> str:
-        async with self._password_slots:
-            return await asyncio.to_thread(hasher.hash, password)
-
     async def sign_in(self, email: object, password: object, address: str = "",
                       presented: str | None = None) -> tuple[Actor, str]:
         """The actor and the cookie value for a matching email and password.
@@ -224,7 +220,7 @@ def sessions_of(db: sqlite3.Connection, actor_id: str) -> list[str]:
 def add_actor(db: sqlite3.Connection, email: str, password: str,
               password_hash: str | None = None) -> str:
     """Create an actor (inside the caller's transaction) and return its id. Pass a hash made
-    beforehand (`Sessions.hash_password`) to keep argon2 out of the transaction."""
+    beforehand (`accounts.hash_password`) to keep argon2 out of the transaction."""
     actor_id = str(uuid.uuid4())
     db.execute(
         "INSERT INTO actors (id, email, password_hash, created_at) VALUES (?, ?, ?, ?)",

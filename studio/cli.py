@@ -93,10 +93,13 @@ COUNTERS_PREFIX = "studio-metrics-"
 
 def _remove_counters_of_the_dead() -> None:
     """A clean stop removes its own counters folder; one killed (kill -9, a power cut)
-    cannot. Its folder names its pid: removed here once no such process lives."""
+    cannot. The folder names the pid of `studio serve`, and each of its files the pid of the
+    worker process writing it (`counter_<pid>.db`): removed once none of them lives, as a
+    worker can outlive a killed parent."""
     for folder in Path(tempfile.gettempdir()).glob(f"{COUNTERS_PREFIX}*-*"):
-        pid = folder.name.removeprefix(COUNTERS_PREFIX).split("-", 1)[0]
-        if pid.isdigit() and not alive(int(pid)):
+        pids = [folder.name.removeprefix(COUNTERS_PREFIX).split("-", 1)[0]]
+        pids += [file.stem.rsplit("_", 1)[-1] for file in folder.glob("*.db")]
+        if all(pid.isdigit() and not alive(int(pid)) for pid in pids):
             shutil.rmtree(folder, ignore_errors=True)
 
 

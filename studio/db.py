@@ -8,6 +8,7 @@ BEGIN. Writes take `BEGIN IMMEDIATE`, which is what holds when two processes sha
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import sqlite3
 import threading
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 Unit = Callable[..., T]
 
@@ -432,7 +434,10 @@ def in_transaction(db: sqlite3.Connection, unit: Unit[T], *args: Any, **kwargs: 
     finally:
         _committing.calls = None
     for call in waiting:
-        call()
+        try:
+            call()
+        except Exception:  # the write is on disk: its answer must not become an error
+            log.exception("after the commit, %r failed", call)
     return result
 
 

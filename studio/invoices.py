@@ -368,7 +368,7 @@ def issue(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: st
         receipt.update(invoice_id=invoice_id, number=fields["number"], status="issued",
                        issued_at=timestamp(now))
 
-    # The binding is looked up first; a refusal in `make` rolls the new binding back too.
+    # The binding is written first; a refusal in `make` rolls it back with everything else.
     _, created = bindings.once(
         db, actor_id, "issue", request_id,
         bindings.fingerprint({"invoice_id": invoice_id, "revision": revision}), make, now,

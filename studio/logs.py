@@ -34,10 +34,16 @@ class TextFormatter(logging.Formatter):
         line = f"{_second(int(record.created))},{int(record.msecs):03d} {record.levelname} " \
                f"{record.name} {record.getMessage()}"
         fields = getattr(record, FIELDS, None) or {}
-        extra = [f"{key}={_text(value)}" for key, value in fields.items() if key not in IN_MESSAGE]
-        if record.exc_info:
-            extra.append("\n" + self.formatException(record.exc_info))
-        return " ".join([line, *extra])
+        line = " ".join([line, *(f"{key}={_text(value)}" for key, value in fields.items()
+                                 if key not in IN_MESSAGE)])
+        # A traceback and a stack follow on their own lines, as logging's own format has them.
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            line += "\n" + record.exc_text
+        if record.stack_info:
+            line += "\n" + self.formatStack(record.stack_info)
+        return line
 
 
 class JsonFormatter(logging.Formatter):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from contextlib import closing
 
 import anyio
@@ -186,3 +187,21 @@ async def test_behind_a_proxy_the_session_cookie_is_secure(settings):
         async with studio.client() as client:
             reply = await client.post("/login", json={"email": ADA, "password": DEMO_PASSWORD})
             assert "secure" not in reply.headers["set-cookie"].lower()
+
+
+def test_a_text_line_carries_its_fields_then_its_traceback_and_stack() -> None:
+    import logging
+
+    from studio.logs import FIELDS, TextFormatter
+
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = logging.LogRecord("studio.test", logging.ERROR, __file__, 1, "failed %s",
+                                   ("here",), sys.exc_info(), sinfo="Stack (most recent call)")
+    record.__dict__[FIELDS] = {"lease_id": "l-1"}
+    head, *rest = TextFormatter().format(record).split("\n")
+    assert head.endswith(" ERROR studio.test failed here lease_id=l-1"), head
+    assert rest[0] == "Traceback (most recent call last):" and "ValueError: boom" in rest
+    assert rest[-1] == "Stack (most recent call)"
+    assert logging.Formatter("%(message)s").format(record).split("\n")[1:] == rest

@@ -82,4 +82,14 @@ def test_what_follows_a_commit_runs_after_it_and_never_after_a_rollback(tmp_path
     assert seen_from_outside == [1]  # ran once, and another connection already saw the row
     after_commit(count_profiles)  # outside a transaction: at once
     assert seen_from_outside == [1, 1]
+
+    def save_then_fail_to_count(db: sqlite3.Connection) -> str:
+        after_commit(lambda: 1 / 0)
+        after_commit(count_profiles)
+        db.execute("UPDATE profiles SET name = 'Ada Again'")
+        return "saved"
+
+    # A call after the commit that fails is logged; the committed write still answers.
+    assert in_transaction(writer, save_then_fail_to_count) == "saved"
+    assert seen_from_outside == [1, 1, 1]
     writer.close()

@@ -40,11 +40,15 @@ def test_two_workers_both_answer_and_a_lease_made_through_one_is_applied_through
     gone.wait()
     left = temp / f"studio-metrics-{gone.pid}-abc"
     living = temp / f"studio-metrics-{os.getpid()}-def"
-    for folder in (left, living):
+    # A killed studio whose worker process lives on (this one stands in) still writes here.
+    orphaned = temp / f"studio-metrics-{gone.pid}-ghi"
+    for folder in (left, living, orphaned):
         folder.mkdir()
+    (left / f"counter_{gone.pid}.db").write_bytes(b"")
+    (orphaned / f"counter_{os.getpid()}.db").write_bytes(b"")
     server = start_server(db_path, "--demo", "--workers", "2", TMPDIR=str(temp))
     try:
-        assert not left.exists() and living.exists()
+        assert not left.exists() and living.exists() and orphaned.exists()
         [counters] = [p for p in temp.iterdir() if p.name.startswith(
             f"studio-metrics-{server.process.pid}-")]
         clients = pinned_clients(server.url)

@@ -43,12 +43,12 @@ async def upload(request: Request) -> Response:
     try:
         client_key = bindings.parse_request_id(received.fields, "client_key",
                                                "invalid_client_key")
-        content_type = attachments.sniff(received.head)
         listed = await studio.db.read(attachments.look_up, actor.id, invoice_id, client_key,
                                       received.sha256)
         created = False
         if listed is None:
             await studio.db.read(attachments.draft_of, actor.id, invoice_id)
+            content_type = attachments.sniff(received.head)
             await asyncio.to_thread(store.place, received, actor.id)
             try:
                 listed, created = await studio.db.write(

@@ -116,6 +116,27 @@ def _multipart(boundary: str, key: str, name: str, body):  # type: ignore[no-unt
     return stream()
 
 
+@pytest.mark.parametrize("content, kind, previewed", [
+    (b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01" + b"\0" * 100, "image/jpeg", True),
+    (b"RIFF" + struct.pack("<I", 100) + b"WEBPVP8 " + b"\0" * 100, "image/webp", True),
+    (struct.pack(">I", 24) + b"ftypheic\0\0\0\0mif1heic" + b"\0" * 100, "image/heic", False),
+], ids=["jpeg", "webp", "heic"])
+async def test_each_kept_type_is_taken_by_its_bytes_whatever_it_is_called(
+        studio, content, kind, previewed):
+    client = await studio.signed_in()
+    made = await send(client, await draft_id(client), f"key-{kind}", content, "scan.bin",
+                      "application/octet-stream")
+    assert made.status_code == 201, made.text
+    assert made.json()["content_type"] == kind
+    assert scalar(studio.settings.db_path, "SELECT content_type FROM attachments WHERE id = ?",
+                  made.json()["attachment_id"]) == kind
+    served = await client.get(f"/attachments/{made.json()['attachment_id']}")
+    assert served.headers["content-type"] == kind and served.content == content
+    # Raster images a browser shows are previewed; HEIC is listed as a named file.
+    preview = await client.get(f"/attachments/{made.json()['attachment_id']}/preview")
+    assert preview.status_code == (200 if previewed else 404)
+
+
 @pytest.mark.parametrize("name, content, declared", [
     ("invoice.pdf", b"<!doctype html><html><body>hi</body></html>", "application/pdf"),
     ("logo.png", b'<svg xmlns="http://www.w3.org/2000/svg"><script>1</script></svg>',

@@ -212,6 +212,14 @@ def studio_env(db_path: Path, **settings: str) -> dict[str, str]:
     return env
 
 
+def studio_command(db_path: Path, *args: str, input: str | None = None, timeout: float = 60,
+                   **settings: str) -> subprocess.CompletedProcess[str]:
+    """`studio ARGS --db DB_PATH` as an operator types it; its output captured as text."""
+    return subprocess.run([sys.executable, "-m", "studio.cli", *args, "--db", str(db_path)],
+                          cwd=ROOT, env=studio_env(db_path, **settings), input=input,
+                          capture_output=True, text=True, timeout=timeout)
+
+
 def start_server(db_path: Path, *args: str, port: int | None = None, **settings: str) -> Server:
     """`studio serve` as a real subprocess on a free port; waits until it answers."""
     port = port or free_port()

@@ -2,36 +2,22 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from contextlib import closing
-from pathlib import Path
 
 import httpx
 
 from tests.conftest import (
     ADA,
     BEN,
-    ROOT,
     lease_body,
     rows,
     scalar,
     sign_in,
     start_server,
-    studio_env,
+    studio_command,
 )
 
 NEW_PASSWORD = "a-much-longer-passphrase"
-
-
-def studio_command(db_path: Path, *args: str, password: str | None = None
-                   ) -> subprocess.CompletedProcess[str]:
-    """`studio ...` as an operator types it, with --db naming the served file."""
-    return subprocess.run(
-        [sys.executable, "-m", "studio.cli", *args, "--db", str(db_path)],
-        cwd=ROOT, env=studio_env(db_path), input=password, capture_output=True, text=True,
-        timeout=60,
-    )
 
 
 def client_for(url: str, email: str, password: str) -> httpx.Client:
@@ -49,7 +35,7 @@ def test_users_add_makes_an_account_a_running_studio_signs_in(tmp_path):
         assert f"studio users add you@example.com --db {db_path}" in page
 
         added = studio_command(db_path, "users", "add", "Cleo@Example.com", "--password-stdin",
-                               password=NEW_PASSWORD + "\n")
+                               input=NEW_PASSWORD + "\n")
         assert added.returncode == 0, added.stderr
         assert "Added cleo@example.com" in added.stdout
         assert scalar(db_path, "SELECT email FROM actors") == "cleo@example.com"
@@ -58,13 +44,13 @@ def test_users_add_makes_an_account_a_running_studio_signs_in(tmp_path):
         assert "studio users add" not in httpx.get(server.url + "/login").text
 
         again = studio_command(db_path, "users", "add", "cleo@example.com", "--password-stdin",
-                               password="another-password\n")
+                               input="another-password\n")
         assert again.returncode == 1
         assert "already exists" in again.stderr
         assert scalar(db_path, "SELECT COUNT(*) FROM actors") == 1
 
         short = studio_command(db_path, "users", "add", "dan@example.com", "--password-stdin",
-                               password="short\n")
+                               input="short\n")
         assert short.returncode == 1 and "at least 8 characters" in short.stderr
         no_terminal = studio_command(db_path, "users", "add", "dan@example.com")
         assert no_terminal.returncode == 1 and "--password-stdin" in no_terminal.stderr
@@ -132,7 +118,7 @@ def test_users_passwd_ends_the_other_sessions_and_the_new_password_signs_in(tmp_
         with closing(sign_in(server.url)) as laptop, closing(sign_in(server.url)) as phone:
             assert scalar(db_path, "SELECT COUNT(*) FROM sessions") == 2
             changed = studio_command(db_path, "users", "passwd", ADA, "--password-stdin",
-                                     password=NEW_PASSWORD + "\n")
+                                     input=NEW_PASSWORD + "\n")
             assert changed.returncode == 0, changed.stderr
             assert "ended 2 session(s)" in changed.stdout
             assert laptop.get("/invoices").status_code == 401
@@ -143,7 +129,7 @@ def test_users_passwd_ends_the_other_sessions_and_the_new_password_signs_in(tmp_
         with closing(client_for(server.url, ADA, NEW_PASSWORD)) as client:
             assert client.get("/invoices").status_code == 200
         unknown = studio_command(db_path, "users", "passwd", "nobody@example.com",
-                                 "--password-stdin", password=NEW_PASSWORD + "\n")
+                                 "--password-stdin", input=NEW_PASSWORD + "\n")
         assert unknown.returncode == 1 and "no account" in unknown.stderr
     finally:
         server.stop()

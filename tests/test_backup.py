@@ -5,13 +5,10 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
-from pathlib import Path
 
 import httpx
 
@@ -19,24 +16,17 @@ from studio.auth import SESSION_COOKIE
 from tests.conftest import (
     ADA,
     BEN,
-    ROOT,
     lease_body,
     rows,
     scalar,
     sign_in,
     start_server,
-    studio_env,
+    studio_command,
     wait_until,
 )
 from tests.test_attachments import png
 
 CLIENTS = 8
-
-
-def studio_command(db_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "studio.cli", *args, "--db", str(db_path)],
-                          cwd=ROOT, env=studio_env(db_path, STUDIO_SECRET_KEY=""),
-                          capture_output=True, text=True, timeout=120)
 
 
 def test_a_backup_under_load_restores_every_write_acknowledged_before_it(tmp_path):
@@ -101,7 +91,8 @@ def test_a_backup_under_load_restores_every_write_acknowledged_before_it(tmp_pat
                         if when < began]
             previous = os.umask(0o022)  # a typical host: new files world-readable unless asked
             try:
-                copied = studio_command(live, "backup", str(tmp_path / "backup"))
+                copied = studio_command(live, "backup", str(tmp_path / "backup"), timeout=120,
+                                        STUDIO_SECRET_KEY="")
             finally:
                 os.umask(previous)
             count_at_end = len(acknowledged)
@@ -128,7 +119,7 @@ def test_a_backup_under_load_restores_every_write_acknowledged_before_it(tmp_pat
     assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in (
         backup, backup / "studio.db", backup / "studio.db.secret")} == {
         "backup": 0o700, "studio.db": 0o600, "studio.db.secret": 0o600}
-    checked = studio_command(backup / "studio.db", "check")
+    checked = studio_command(backup / "studio.db", "check", STUDIO_SECRET_KEY="")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert checked.stdout.splitlines()[0].startswith("integrity: ok")
     assert "audit: ok" in checked.stdout and "files: ok (1 files named by rows" in checked.stdout

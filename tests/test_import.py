@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
-from tests.conftest import ADA, ROOT, database_digest, rows, scalar, studio_env
+from tests.conftest import ADA, database_digest, rows, scalar, studio_command
 
 CSV = """external_id,customer,currency,due_date,description,quantity,unit_price,tax_rate
 A-1,Acme Ltd,EUR,2027-01-31,Widgets,3,19.99,19
@@ -17,10 +16,7 @@ B-7,Brick & Co,JPY,2027-02-28,Bricks,100,12.5,10
 
 
 def run_import(db_path: Path, file: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "studio.cli", "import", str(file), "--owner", ADA,
-         "--db", str(db_path), *extra],
-        cwd=ROOT, env=studio_env(db_path), capture_output=True, text=True, timeout=60)
+    return studio_command(db_path, "import", str(file), "--owner", ADA, *extra)
 
 
 def imported(db_path: Path) -> list:

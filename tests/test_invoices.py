@@ -6,7 +6,6 @@ import io
 import json
 import sqlite3
 import subprocess
-import sys
 import time
 import uuid
 from decimal import Decimal
@@ -23,12 +22,11 @@ from studio.db import MIGRATIONS, in_transaction, prepare
 from tests.conftest import (
     ADA,
     BEN,
-    ROOT,
     database_digest,
     execute,
     rows,
     scalar,
-    studio_env,
+    studio_command,
 )
 
 pytestmark = pytest.mark.anyio
@@ -453,8 +451,7 @@ def test_an_old_number_that_reads_like_a_series_is_continued_never_repeated(tmp_
 
 
 def run_audit(db_path: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "studio.cli", "audit"], cwd=ROOT,
-                          env=studio_env(db_path), capture_output=True, text=True, timeout=60)
+    return studio_command(db_path, "audit")
 
 
 async def test_studio_audit_finds_a_gap_a_changed_invoice_and_an_excess_credit(studio) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
-import sys
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +14,7 @@ import httpx
 from studio import profiles
 from studio.auth import add_actor
 from studio.db import in_transaction, prepare
-from tests.conftest import ROOT, rows, start_server, studio_env
+from tests.conftest import rows, start_server, studio_command
 
 CAROL = "carol@example.com"
 PASSWORD = "carol-password"
@@ -51,8 +50,7 @@ def sequences(db_path: Path) -> list[int]:
 
 
 def audit(db_path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "studio.cli", "audit"], cwd=ROOT,
-                          env=studio_env(db_path), capture_output=True, text=True, timeout=60)
+    return studio_command(db_path, "audit")
 
 
 def test_30_drafts_issued_twice_each_from_two_processes_get_exactly_1_to_30(tmp_path):

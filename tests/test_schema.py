@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 
 from studio import db as store
 from studio.auth import add_actor
 from studio.db import MIGRATIONS, SchemaTooNew, after_commit, in_transaction, prepare
-from tests.conftest import ROOT, scalar, studio_env
+from tests.conftest import scalar, studio_command
 
 
 def test_a_newer_schema_is_refused_and_the_file_is_unchanged_byte_for_byte(tmp_path):
@@ -32,9 +30,7 @@ def test_a_newer_schema_is_refused_and_the_file_is_unchanged_byte_for_byte(tmp_p
     assert f"versions up to {len(MIGRATIONS)}" in str(refused.value)
 
     for command in (["serve", "--port", "1"], ["users", "list"], ["worker"]):
-        ran = subprocess.run([sys.executable, "-m", "studio.cli", *command, "--db", str(path)],
-                             cwd=ROOT, env=studio_env(path), capture_output=True, text=True,
-                             timeout=60)
+        ran = studio_command(path, *command)
         assert ran.returncode == 1, (command, ran.stderr)
         assert f"schema version {newer}" in ran.stderr, ran.stderr
         assert f"versions up to {len(MIGRATIONS)}" in ran.stderr

@@ -87,7 +87,10 @@ class FileStore:
 
 def draft_of(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> None:
     """Attachments join only the actor's own draft: 404 otherwise, 409 once issued."""
-    row = invoice_of(db, actor_id, invoice_id)
+    refuse_if_issued(invoice_of(db, actor_id, invoice_id))
+
+
+def refuse_if_issued(row: sqlite3.Row) -> None:
     if row["status"] == "issued":
         raise Refusal("invoice_issued", f"This invoice was issued as {row['number']}; its "
                                         "attachments are frozen with it.")
@@ -123,12 +126,9 @@ def bind(db: sqlite3.Connection, actor_id: str, invoice_id: str, client_key: str
     bytes answer the first attachment, other bytes are 409 `client_key_conflict`."""
     now = clock(now)
     print_ = bindings.fingerprint({"invoice_id": invoice_id, "sha256": upload.sha256})
-    known = bindings.bound(db, actor_id, "attachment", client_key, print_)
-    if known is not None:
-        return _listed(db, known), False
-    draft_of(db, actor_id, invoice_id)
 
     def make(attachment_id: str) -> None:
+        draft_of(db, actor_id, invoice_id)  # a replay is answered before this: issued or not
         db.execute(
             "INSERT INTO attachments (id, owner_id, invoice_id, filename, content_type, size,"
             " sha256, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

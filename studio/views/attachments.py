@@ -37,7 +37,7 @@ async def upload(request: Request) -> Response:
     studio = studio_of(request)
     # An issued invoice still answers a resent upload that attached before the issue: the
     # same request twice is one request. Only a new one is refused (below, and in `bind`).
-    await studio.db.read(attachments.invoice_of, actor.id, invoice_id)
+    invoice = await studio.db.read(attachments.invoice_of, actor.id, invoice_id)
     store = store_of(request).ensure()  # owner-only before the first file lands in it
     received = await read_upload(request, store.incoming, studio.settings.max_upload_bytes)
     try:
@@ -47,7 +47,7 @@ async def upload(request: Request) -> Response:
                                       received.sha256)
         created = False
         if listed is None:
-            await studio.db.read(attachments.draft_of, actor.id, invoice_id)
+            attachments.refuse_if_issued(invoice)  # `bind` checks again under the lock
             content_type = attachments.sniff(received.head)
             await asyncio.to_thread(store.place, received, actor.id)
             try:

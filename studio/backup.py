@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from studio.checks import Finding, Target, files_dir_for, run_checks
-from studio.db import owner_only, sync_path
+from studio.db import sync_path
 
 
 class BackupError(Exception):
@@ -45,7 +45,6 @@ def backup(db_path: Path, dest: Path, files: Path | None = None) -> Copied:
         dest.mkdir(mode=0o700, parents=True, exist_ok=True)
         copy = dest / db_path.name
         draft = dest / f".{db_path.name}.partial"
-        owner_only(draft)
         source = sqlite3.connect(db_path.resolve().as_uri() + "?mode=ro", uri=True, timeout=30)
         target = sqlite3.connect(draft)
         try:

@@ -11,6 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from studio import invoices
+from studio.db import read_only
 
 
 def problems(db: sqlite3.Connection) -> list[str]:
@@ -50,8 +51,7 @@ def problems(db: sqlite3.Connection) -> list[str]:
 
 def audit_file(path: Path) -> list[str]:
     """Audit a database file, read-only, as one snapshot."""
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    db.row_factory = sqlite3.Row
+    db = read_only(path)
     try:
         db.execute("BEGIN")
         return problems(db)

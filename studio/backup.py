@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from studio.checks import Finding, Target, files_dir_for, run_checks
-from studio.db import sync_path
+from studio.db import read_only, sync_path
 
 
 class BackupError(Exception):
@@ -45,7 +45,7 @@ def backup(db_path: Path, dest: Path, files: Path | None = None) -> Copied:
         dest.mkdir(mode=0o700, parents=True, exist_ok=True)
         copy = dest / db_path.name
         draft = dest / f".{db_path.name}.partial"
-        source = sqlite3.connect(db_path.resolve().as_uri() + "?mode=ro", uri=True, timeout=30)
+        source = read_only(db_path)
         target = sqlite3.connect(draft)
         try:
             source.backup(target)  # all pages in one step: one read transaction, one snapshot

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from studio.db import read_only
+
 
 @dataclass(frozen=True)
 class Target:
@@ -20,9 +22,7 @@ class Target:
     files_dir: Path
 
     def connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.db_path.resolve().as_uri() + "?mode=ro", uri=True)
-        db.row_factory = sqlite3.Row
-        return db
+        return read_only(self.db_path)
 
 
 @dataclass(frozen=True)

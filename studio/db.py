@@ -390,6 +390,14 @@ def connect(path: Path) -> sqlite3.Connection:
     return db
 
 
+def read_only(path: Path, timeout: float = 30.0) -> sqlite3.Connection:
+    """A connection that can only read the file, and never creates it: for the commands that
+    look at a studio (audit, check, backup) while it serves."""
+    db = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=timeout)
+    db.row_factory = sqlite3.Row
+    return db
+
+
 def sync_path(path: Path) -> None:
     """fsync a file, or a folder so that the names just made or linked in it are on disk."""
     fd = os.open(path, os.O_RDONLY)

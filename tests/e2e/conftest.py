@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
 
 from studio.demo import DEMO_PASSWORD
 from tests.conftest import ADA, Server, rows, scalar, start_server
@@ -154,6 +155,23 @@ def lease_posts(page: Page) -> list[dict[str, Any]]:
 
     page.on("request", record)
     return seen
+
+
+def lose_first_reply(page: Page, url: str | re.Pattern[str]) -> list[int]:
+    """The first POST to `url` reaches the server and does its work, then its reply is lost
+    (the connection reset). Returns the statuses the server answered and the page never saw;
+    every later request goes through."""
+    lost: list[int] = []
+
+    def drop(route: Route) -> None:
+        if route.request.method != "POST" or lost:
+            route.continue_()
+            return
+        lost.append(route.fetch().status)
+        route.abort("connectionreset")
+
+    page.route(url, drop)
+    return lost
 
 
 def lease_polls(page: Page, lease_id: str) -> Callable[[], int]:

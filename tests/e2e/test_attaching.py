@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from playwright.sync_api import Page, Request, Route, expect
+from playwright.sync_api import Page, Request, expect
 
 from tests.conftest import rows, scalar
-from tests.e2e.conftest import Studio, sign_in
+from tests.e2e.conftest import Studio, lose_first_reply, sign_in
 from tests.test_attachments import png
 
 
@@ -23,21 +23,13 @@ def test_a_lost_upload_reply_is_sent_again_with_the_same_key_and_attaches_once(
     assert picker.get_attribute("capture") is not None
 
     bodies: list[bytes] = []
-    dropped: list[int] = []
 
     def on_request(request: Request) -> None:
         if request.method == "POST" and request.url.endswith("/attachments"):
             bodies.append(request.post_data_buffer or b"")
 
-    def drop_first_reply(route: Route) -> None:
-        if route.request.method != "POST" or dropped:
-            route.continue_()
-            return
-        dropped.append(route.fetch().status)  # stored on the server; the reply is lost
-        route.abort("connectionreset")
-
     page.on("request", on_request)
-    page.route(re.compile(r".*/attachments$"), drop_first_reply)
+    dropped = lose_first_reply(page, re.compile(r".*/attachments$"))  # stored, reply lost
     picker.set_input_files(files=[{"name": "receipt.png", "mimeType": "image/png",
                                    "buffer": png(21) * 1}])
     expect(page.locator("#attach-progress-label")).to_be_hidden()

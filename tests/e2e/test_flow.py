@@ -7,7 +7,7 @@ import re
 
 import httpx
 import pytest
-from playwright.sync_api import Page, Route, expect
+from playwright.sync_api import Page, expect
 
 from tests.conftest import ADA, BEN, rows, scalar
 from tests.conftest import sign_in as api_sign_in
@@ -15,6 +15,7 @@ from tests.e2e.conftest import (
     Studio,
     lease_polls,
     lease_posts,
+    lose_first_reply,
     open_review,
     review_url,
     sign_in,
@@ -158,16 +159,7 @@ def test_lost_reply_is_submitted_again_with_the_same_id_and_makes_one_lease(
     request_id = open_review(page, studio, "INV-1003")
     leases_before = studio.lease_count()
     posts = lease_posts(page)
-    dropped: list[int] = []
-
-    def drop_first_reply(route: Route) -> None:
-        if dropped:
-            route.continue_()
-            return
-        dropped.append(route.fetch().status)  # the server did the work; the reply is lost
-        route.abort("connectionreset")
-
-    page.route("**/leases", drop_first_reply)
+    dropped = lose_first_reply(page, "**/leases")  # the server did the work; reply lost
     submit = page.locator("#submit")
     submit.click()
     expect(page.locator("#submit-status")).to_contain_text("No reply - submit again; it is safe")

@@ -8,10 +8,10 @@ import re
 from pathlib import Path
 
 import pypdf
-from playwright.sync_api import Page, Route, expect
+from playwright.sync_api import Page, expect
 
 from tests.conftest import rows, scalar
-from tests.e2e.conftest import Studio, sign_in
+from tests.e2e.conftest import Studio, lose_first_reply, sign_in
 
 
 def new_draft(page: Page, studio: Studio, customer: str) -> str:
@@ -48,16 +48,7 @@ def test_a_new_draft_is_issued_once_through_a_lost_reply(page: Page, studio: Stu
     posts: list[dict] = []
     page.on("request", lambda r: posts.append(r.post_data_json)
             if r.method == "POST" and r.url.endswith("/issue") else None)
-    dropped: list[int] = []
-
-    def drop_first_reply(route: Route) -> None:
-        if dropped:
-            route.continue_()
-            return
-        dropped.append(route.fetch().status)  # issued on the server; the reply is lost
-        route.abort("connectionreset")
-
-    page.route("**/issue", drop_first_reply)
+    dropped = lose_first_reply(page, "**/issue")  # issued on the server; the reply is lost
     button = page.locator("#submit")
     button.click()
     expect(page.locator("#submit-status")).to_contain_text("it is safe")

@@ -20,7 +20,7 @@ from typing import Any
 
 import filetype
 
-from studio import bindings, logs
+from studio import bindings, invoices, logs
 from studio.db import Database, clock, sync_path
 from studio.errors import Refusal
 from studio.uploads import Upload
@@ -87,22 +87,13 @@ class FileStore:
 
 def draft_of(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> None:
     """Attachments join only the actor's own draft: 404 otherwise, 409 once issued."""
-    refuse_if_issued(invoice_of(db, actor_id, invoice_id))
+    refuse_if_issued(invoices.owned(db, actor_id, invoice_id))
 
 
 def refuse_if_issued(row: sqlite3.Row) -> None:
     if row["status"] == "issued":
         raise Refusal("invoice_issued", f"This invoice was issued as {row['number']}; its "
                                         "attachments are frozen with it.")
-
-
-def invoice_of(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> sqlite3.Row:
-    """The actor's own invoice, draft or issued (status and number); 404 otherwise."""
-    row = db.execute("SELECT status, number FROM invoices WHERE id = ? AND owner_id = ?"
-                     " AND status != 'deleted'", (invoice_id, actor_id)).fetchone()
-    if row is None:
-        raise Refusal("invoice_not_found")
-    return row
 
 
 def _listed(db: sqlite3.Connection, attachment_id: str) -> dict[str, Any]:

@@ -98,6 +98,14 @@ def _row(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> sqlite3.Row 
     ).fetchone()
 
 
+def owned(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> sqlite3.Row:
+    """The actor's own invoice, draft or issued; 404 otherwise, as for a made-up id."""
+    row = _row(db, actor_id, invoice_id)
+    if row is None:
+        raise Refusal("invoice_not_found")
+    return row
+
+
 def _attachments(db: sqlite3.Connection, invoice_id: str) -> list[dict[str, Any]]:
     return [dict(row) for row in db.execute(
         "SELECT id AS attachment_id, filename, content_type, size, sha256 FROM attachments"
@@ -197,9 +205,7 @@ def create_draft(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any],
 
 def _refuse_unless_draft(db: sqlite3.Connection, actor_id: str, invoice_id: str,
                          revision: int | None = None) -> sqlite3.Row:
-    row = _row(db, actor_id, invoice_id)
-    if row is None:
-        raise Refusal("invoice_not_found")
+    row = owned(db, actor_id, invoice_id)
     if row["status"] == "issued":
         raise Refusal("invoice_issued", f"This invoice was issued as {row['number']}; an "
                                         "issued invoice never changes. Make a credit note "
@@ -242,9 +248,7 @@ def make_credit_note(db: sqlite3.Connection, actor_id: str, invoice_id: str,
                      request_id: str | None, now: float | None = None) -> tuple[dict, bool]:
     """A draft credit note copied from an issued invoice, to edit down to what is credited."""
     now = clock(now)
-    row = _row(db, actor_id, invoice_id)
-    if row is None:
-        raise Refusal("invoice_not_found")
+    row = owned(db, actor_id, invoice_id)
     if row["status"] != "issued":
         raise Refusal("invoice_not_issued", "Only an issued invoice can be credited; "
                                             "a draft can simply be edited.")

@@ -37,7 +37,7 @@ async def upload(request: Request) -> Response:
     studio = studio_of(request)
     # An issued invoice still answers a resent upload that attached before the issue: the
     # same request twice is one request. Only a new one is refused (below, and in `bind`).
-    invoice = await studio.db.read(attachments.invoice_of, actor.id, invoice_id)
+    invoice = await studio.db.read(invoices.owned, actor.id, invoice_id)
     store = store_of(request).ensure()  # owner-only before the first file lands in it
     received = await read_upload(request, store.incoming, studio.settings.max_upload_bytes)
     try:

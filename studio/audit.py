@@ -11,7 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from studio import invoices
-from studio.db import read_only
+from studio.db import read_only, refuse_if_newer
 
 
 def problems(db: sqlite3.Connection) -> list[str]:
@@ -50,7 +50,9 @@ def problems(db: sqlite3.Connection) -> list[str]:
 
 
 def audit_file(path: Path) -> list[str]:
-    """Audit a database file, read-only, as one snapshot."""
+    """Audit a database file, read-only, as one snapshot. A file from a newer studio is
+    refused (SchemaTooNew) before it is opened: its tables may not mean what this one reads."""
+    refuse_if_newer(path)
     db = read_only(path)
     try:
         db.execute("BEGIN")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from studio.checks import Finding, Target, files_dir_for, run_checks
-from studio.db import read_only, sync_path
+from studio.db import read_only, refuse_if_newer, sync_path
 
 
 class BackupError(Exception):
@@ -33,9 +33,11 @@ class Copied:
 def backup(db_path: Path, dest: Path, files: Path | None = None) -> Copied:
     """Copy the database, its key file and its attachment folder into the folder `dest`
     (new or empty), under their own names, then check the copy. The attachments (`files`,
-    by default `<db>.files/`) land in `<dest>/<db>.files/`, where the restored studio looks."""
+    by default `<db>.files/`) land in `<dest>/<db>.files/`, where the restored studio looks.
+    A file from a newer studio is refused (SchemaTooNew) before anything is opened or made."""
     if not db_path.is_file():
         raise BackupError(f"There is no database at {db_path}; name it with --db or STUDIO_DB.")
+    refuse_if_newer(db_path)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise BackupError(f"{dest} already holds something; back up into a new or empty folder.")
     # The copy holds what the studio does (password hashes, every invoice): owner only, as

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from studio.db import read_only
+from studio.db import read_only, refuse_if_newer
 
 
 @dataclass(frozen=True)
@@ -110,6 +110,8 @@ CHECKS: list[Callable[[Target], Finding]] = [integrity, books, files_vs_rows]
 
 
 def run_checks(target: Target) -> list[Finding]:
+    """Every check; a file from a newer studio is refused (SchemaTooNew) before any opens it."""
+    refuse_if_newer(target.db_path)
     findings = []
     for check in CHECKS:
         try:

@@ -209,11 +209,12 @@ def _day(seconds: float) -> str:
 
 def take_backup(args: argparse.Namespace) -> None:
     from studio.backup import BackupError, backup
+    from studio.db import SchemaTooNew
 
     settings = _settings(args)
     try:
         copied = backup(settings.db_path, Path(args.dest), settings.files)
-    except BackupError as error:
+    except (BackupError, SchemaTooNew) as error:
         raise CommandError(str(error)) from None
     print(f"database: {copied.db_path}")
     if copied.key_file:
@@ -229,11 +230,15 @@ def take_backup(args: argparse.Namespace) -> None:
 
 def check(args: argparse.Namespace) -> None:
     from studio.checks import Target, run_checks
+    from studio.db import SchemaTooNew
 
     settings = _settings(args)
     if not settings.db_path.is_file():
         raise CommandError(f"There is no database at {settings.db_path}.")
-    findings = run_checks(Target(settings.db_path, settings.files))
+    try:
+        findings = run_checks(Target(settings.db_path, settings.files))
+    except SchemaTooNew as error:
+        raise CommandError(str(error)) from None
     for finding in findings:
         print(finding.line())
     if not all(finding.ok for finding in findings):
@@ -242,11 +247,15 @@ def check(args: argparse.Namespace) -> None:
 
 def audit(args: argparse.Namespace) -> None:
     from studio.audit import audit_file
+    from studio.db import SchemaTooNew
 
     path = _settings(args).db_path
     if not path.exists():
         raise CommandError(f"There is no database at {path}.")
-    found = audit_file(path)
+    try:
+        found = audit_file(path)
+    except SchemaTooNew as error:
+        raise CommandError(str(error)) from None
     for problem in found:
         print(problem)
     if found:

@@ -89,3 +89,25 @@ def test_what_follows_a_commit_runs_after_it_and_never_after_a_rollback(tmp_path
     assert in_transaction(writer, save_then_fail_to_count) == "saved"
     assert seen_from_outside == [1, 1, 1]
     writer.close()
+
+
+def test_check_audit_and_backup_refuse_a_newer_schema_and_touch_nothing(tmp_path):
+    path = tmp_path / "studio.db"
+    prepare(path)
+    newer = len(MIGRATIONS) + 5
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version = {newer}")
+    db.commit()
+    db.close()
+    before = (path.read_bytes(), path.stat().st_mtime_ns)
+    folder = sorted(p.name for p in tmp_path.iterdir())
+    assert folder == ["studio.db"]
+
+    for command in (["check"], ["audit"], ["backup", str(tmp_path / "copy")]):
+        ran = studio_command(path, *command)
+        assert ran.returncode == 1, (command, ran.stdout, ran.stderr)
+        assert f"schema version {newer}" in ran.stderr, (command, ran.stderr)
+        assert f"versions up to {len(MIGRATIONS)}" in ran.stderr, (command, ran.stderr)
+        assert "ok" not in ran.stdout.split(), (command, ran.stdout)
+        assert (path.read_bytes(), path.stat().st_mtime_ns) == before, command
+        assert sorted(p.name for p in tmp_path.iterdir()) == folder, command  # no -wal, -shm, copy

@@ -31,7 +31,8 @@ PASSWORD_CHECKS_AT_ONCE = max(1, (os.cpu_count() or 2) // 2)
 # A throttled sign-in is answered after this pause: a flood's connections then cost a
 # request a second each instead of a busy loop answering 429s as fast as they come.
 REFUSED_SIGN_IN_PAUSE_S = 1.0
-# A session's last use is written at most this often, so a poll is not a write.
+# A session's last use is written at most this often, so a poll is not a write; a tenth of
+# the idle limit when that is shorter, so a session in steady use never reaches it.
 TOUCH_EVERY_S = 60.0
 # Verifying against this keeps an unknown email as slow as a wrong password.
 _NOBODY_HASH = hasher.hash(secrets.token_hex(16))
@@ -62,6 +63,7 @@ class Sessions:
         self.cookies = self._signers[0]
         self.idle_seconds = idle_seconds
         self.max_seconds = max_seconds
+        self.touch_every = min(TOUCH_EVERY_S, idle_seconds / 10)
         self.throttle = SignInThrottle(limits or Limits())
         self._password_slots = asyncio.Semaphore(PASSWORD_CHECKS_AT_ONCE)
         # A signature check always gives the same answer for the same cookie: remember good ones.
@@ -136,12 +138,12 @@ class Sessions:
         if ends_at <= now:
             self._current_until.pop(key, None)
             raise Refusal("not_signed_in")
-        if now - seen >= TOUCH_EVERY_S:
+        if now - seen >= self.touch_every:
             await self.db.write(_touch_session, key, now)
             seen = now
         if len(self._current_until) > 4096:
             self._current_until.clear()
-        self._current_until[key] = min(ends_at, seen + TOUCH_EVERY_S)
+        self._current_until[key] = min(ends_at, seen + self.touch_every)
         return Actor(row["id"], row["email"], row["session_id"])
 
     def confirmed(self, cookie: str | None) -> bool:

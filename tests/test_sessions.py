@@ -155,3 +155,26 @@ async def test_every_sign_in_makes_a_new_session_and_ends_the_one_presented(stud
     lease = lease_row(studio, lease_id)
     assert lease["status"] == "open" and lease["session_id"] in after
     assert scalar(studio.settings.db_path, "SELECT COUNT(*) FROM sessions") == 1
+
+
+@pytest.mark.parametrize("use", ["browsing", "polling"])
+async def test_a_session_in_constant_use_outlives_an_idle_limit_under_a_minute(settings, use):
+    """With a 2 s idle limit, use is recorded often enough that steady use keeps a session;
+    a poll answered from remembered answers counts as use too. An unused one ends after 2 s."""
+    idle = 2.0
+    short = settings.with_changes(session_idle_seconds=idle, sweeper=False,
+                                  embedded_worker=False)
+    async with running(short) as studio:
+        client, unused = await studio.signed_in(), await studio.signed_in()
+        path = "/invoices"
+        if use == "polling":  # nothing else writes: the poll is answered from memory
+            path = f"/leases/{await open_lease(studio, client, 'polled')}"
+        started = time.monotonic()
+        while time.monotonic() - started < 5.0:
+            assert (await client.get(path)).status_code == 200, time.monotonic() - started
+            await anyio.sleep(0.5)
+        reply = await unused.get("/invoices")
+        assert reply.status_code == 401 and reply.json()["detail"] == "not_signed_in"
+        now = time.time()
+        seen = sorted(now - row["last_seen_at"] for row in session_rows(studio))
+        assert seen[0] < 1.0 and seen[1] > idle  # the unused one is left to the sweeper

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -178,7 +179,142 @@ MIGRATIONS: list[Migration] = [
         turn INTEGER NOT NULL                -- larger: this actor's task was claimed later
     );
     """,
+    # 7: sign-in attempts counted in the database, so every process shares them.
+    lambda db: _run_script(db, SIGN_IN_ATTEMPTS),
+    # 8: frozen means frozen (the REPLACE forms, an attachment moved onto an issued invoice),
+    # and every series numbered before part two continued.
+    lambda db: _frozen_and_legacy(db),
+    # 9: paged lists, and issued documents rendered once and kept.
+    lambda db: _run_script(db, LISTS_AND_DOCUMENTS),
 ]
+
+SIGN_IN_ATTEMPTS = """
+    CREATE TABLE sign_in_attempts (
+        id TEXT PRIMARY KEY,
+        email TEXT NOT NULL,
+        address TEXT NOT NULL,
+        started_at REAL NOT NULL,
+        -- pending while its password is checked; a pending one counts as a failure
+        outcome TEXT NOT NULL DEFAULT 'pending' CHECK (outcome IN ('pending', 'failed'))
+    );
+    CREATE INDEX sign_in_attempts_pair ON sign_in_attempts(email, address, started_at);
+    CREATE INDEX sign_in_attempts_address ON sign_in_attempts(address, started_at);
+    CREATE INDEX sign_in_attempts_started ON sign_in_attempts(started_at);
+    CREATE TABLE sign_in_known (             -- an address that signed in to an email lately
+        email TEXT NOT NULL,
+        address TEXT NOT NULL,
+        signed_in_at REAL NOT NULL,
+        PRIMARY KEY (email, address)
+    );
+    CREATE INDEX sign_in_known_age ON sign_in_known(signed_in_at);
+"""
+
+LISTS_AND_DOCUMENTS = """
+    -- A page of a list is a range of one of these, in the list's own order.
+    CREATE INDEX invoices_drafts_listed ON invoices(owner_id, created_at, id)
+        WHERE status = 'draft';
+    CREATE INDEX invoices_issued_listed ON invoices(owner_id, issued_at, number)
+        WHERE status = 'issued';
+    CREATE INDEX leases_listed ON leases(actor_id, created_at, id);
+    CREATE INDEX lease_invoices_invoice ON lease_invoices(invoice_id);
+    -- An issued invoice never changes: its document is rendered once and kept.
+    CREATE TABLE issued_documents (
+        invoice_id TEXT NOT NULL REFERENCES invoices(id),
+        frozen_sha256 TEXT NOT NULL,            -- the content it was rendered from
+        layout TEXT NOT NULL,                   -- the renderer's layout; a new one renders again
+        content BLOB NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (invoice_id, frozen_sha256, layout)
+    );
+"""
+
+
+# The REPLACE conflict clause deletes the row in its way without firing delete triggers
+# unless `recursive_triggers` is on, which a connection such as the sqlite3 command line
+# does not turn on. So these refuse, before anything is deleted, a new or changed row that
+# would take the place (id, number, place in its series) of an issued invoice or of one of
+# its attachments, and an attachment moved onto an issued invoice.
+FROZEN_PLACES = """
+    CREATE TRIGGER issued_invoice_keeps_its_place_insert BEFORE INSERT ON invoices
+        WHEN EXISTS (SELECT 1 FROM invoices WHERE id = NEW.id AND status = 'issued')
+          OR EXISTS (SELECT 1 FROM invoices WHERE owner_id = NEW.owner_id
+                     AND number = NEW.number AND status = 'issued')
+          OR EXISTS (SELECT 1 FROM invoices WHERE owner_id = NEW.owner_id AND kind = NEW.kind
+                     AND series_year = NEW.series_year AND sequence = NEW.sequence
+                     AND status = 'issued')
+    BEGIN
+        SELECT RAISE(ABORT, 'invoice_frozen: an issued invoice keeps its id and number');
+    END;
+    CREATE TRIGGER issued_invoice_keeps_its_place_update
+        BEFORE UPDATE OF id, owner_id, kind, number, series_year, sequence ON invoices
+        WHEN EXISTS (SELECT 1 FROM invoices WHERE id = NEW.id AND id != OLD.id
+                     AND status = 'issued')
+          OR EXISTS (SELECT 1 FROM invoices WHERE owner_id = NEW.owner_id
+                     AND number = NEW.number AND id != OLD.id AND status = 'issued')
+          OR EXISTS (SELECT 1 FROM invoices WHERE owner_id = NEW.owner_id AND kind = NEW.kind
+                     AND series_year = NEW.series_year AND sequence = NEW.sequence
+                     AND id != OLD.id AND status = 'issued')
+    BEGIN
+        SELECT RAISE(ABORT, 'invoice_frozen: an issued invoice keeps its id and number');
+    END;
+    CREATE TRIGGER issued_invoice_attachments_keep_their_place_insert
+        BEFORE INSERT ON attachments
+        WHEN EXISTS (SELECT 1 FROM attachments JOIN invoices ON invoices.id = attachments.invoice_id
+                     WHERE attachments.id = NEW.id AND invoices.status = 'issued')
+    BEGIN
+        SELECT RAISE(ABORT, 'invoice_frozen: an issued invoice keeps its attachments');
+    END;
+    CREATE TRIGGER issued_invoice_attachments_are_frozen_move BEFORE UPDATE ON attachments
+        WHEN (SELECT status FROM invoices WHERE id = NEW.invoice_id) = 'issued'
+          OR EXISTS (SELECT 1 FROM attachments JOIN invoices ON invoices.id = attachments.invoice_id
+                     WHERE attachments.id = NEW.id AND attachments.id != OLD.id
+                     AND invoices.status = 'issued')
+    BEGIN
+        SELECT RAISE(ABORT, 'invoice_frozen: an issued invoice keeps its attachments');
+    END;
+"""
+
+
+def _frozen_and_legacy(db: sqlite3.Connection) -> None:
+    _run_script(db, FROZEN_PLACES)
+    continue_legacy_series(db)
+
+
+# A number given before part two that reads as one of the studio's series, once case and
+# spaces are set aside: `inv-2026-0007 ` is INV-2026-0007. Kept here, not taken from the
+# invoices unit, so this migration reads numbers the same way whatever that unit becomes.
+LEGACY_SERIES_NUMBER = re.compile(r"(?P<prefix>INV|CN)-(?P<year>[0-9]{4})-(?P<sequence>[0-9]+)")
+LEGACY_SERIES_KINDS = {"INV": "invoice", "CN": "credit_note"}
+
+
+def series_place(number: str) -> tuple[str, int, int] | None:
+    """(kind, year, sequence) of a number as its series reads it, None if it reads as none."""
+    found = LEGACY_SERIES_NUMBER.fullmatch("".join(number.split()).upper())
+    if found is None or int(found["sequence"]) < 1:
+        return None
+    return LEGACY_SERIES_KINDS[found["prefix"]], int(found["year"]), int(found["sequence"])
+
+
+def continue_legacy_series(db: sqlite3.Connection) -> None:
+    """Every series that a number given before part two reads as part of continues after the
+    highest such number, so the studio never gives a number that is already taken."""
+    highest: dict[tuple[str, str, int], int] = {}
+    for owner_id, number in db.execute(
+            "SELECT owner_id, number FROM invoices WHERE status = 'issued'"
+            " AND sequence IS NULL").fetchall():
+        place = series_place(number)
+        if place is not None:
+            kind, year, sequence = place
+            key = (owner_id, kind, year)
+            highest[key] = max(highest.get(key, 0), sequence)
+    # A series the studio had already numbered in jumps past the old number; its counter
+    # keeps its first number.
+    db.executemany(
+        "INSERT INTO invoice_series (owner_id, kind, year, last, first) VALUES (?, ?, ?, ?, ?)"
+        " ON CONFLICT (owner_id, kind, year) DO UPDATE SET last = excluded.last"
+        " WHERE invoice_series.last < excluded.last",
+        [(owner, kind, year, last, last + 1) for (owner, kind, year), last in highest.items()],
+    )
 
 INVOICES_V3 = """
     CREATE TABLE invoices_v3 (
@@ -518,3 +654,5 @@ def _set_up(db: sqlite3.Connection) -> None:
     db.execute("PRAGMA foreign_keys = ON")
     # FULL syncs the WAL on every commit: a 2xx answer means the write is on disk.
     db.execute("PRAGMA synchronous = FULL")
+    # The row a REPLACE deletes then meets the delete triggers, so it cannot be an issued one.
+    db.execute("PRAGMA recursive_triggers = ON")

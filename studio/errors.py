@@ -29,6 +29,9 @@ REFUSALS: dict[str, tuple[int, str]] = {
         409, "This draft changed since you opened it. Reload it and make your change again."),
     "invoice_not_issued": (409, "This invoice is still a draft; it has no document yet."),
     "not_creditable": (409, "A credit note cannot itself be credited; credit the invoice."),
+    "conflict": (
+        409, "That could not be saved: it clashes with something already stored, and nothing"
+             " was changed. Reload the page to see the latest, then try again."),
     "body_too_large": (413, "The request body is too large."),
     "upload_too_large": (413, "That file is too large to attach."),
     "unsupported_media_type": (
@@ -38,6 +41,9 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "invalid_body": (422, "The request body is not valid."),
     "invalid_request_id": (422, "The request ID must be 1 to 100 characters."),
     "invalid_client_key": (422, "The client key must be 1 to 100 characters."),
+    "invalid_limit": (422, "The limit must be a whole number from 1 to 500."),
+    "invalid_cursor": (
+        422, "That page address is not one the studio gave; start again from the first page."),
     "purpose_not_allowed": (422, "That purpose is not one the studio offers."),
     "unknown_provider": (422, "That provider is not one the studio knows."),
     "too_many_tasks": (
@@ -47,7 +53,7 @@ REFUSALS: dict[str, tuple[int, str]] = {
         422, "The credit notes of an invoice cannot come to more than its total."),
     "invalid_choice": (422, "A chosen proposal does not belong to that invoice in this request."),
     "too_many_attempts": (
-        429, "Too many failed sign-ins. Wait a few minutes, then try again."),
+        429, "Too many failed sign-ins. Try again later."),
     "too_many_open_tasks": (
         429, "You have too many proposals still being written. Wait for some to finish, or"
              " cancel a request, then submit again."),

@@ -14,21 +14,19 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 import sqlite3
 import uuid
 from decimal import Decimal
 from typing import Any
 
-from studio import bindings, logs, metrics, money
+from studio import bindings, logs, metrics, money, paging
 from studio.auth import Actor
-from studio.db import Database, after_commit, clock
+from studio.db import Database, after_commit, clock, continue_legacy_series
 from studio.errors import Refusal
 from studio.leases import timestamp
 
 MAX_CUSTOMER = 200
 PREFIXES = {"invoice": "INV", "credit_note": "CN"}
-SERIES_NUMBER = re.compile(r"(?P<prefix>[A-Z]+)-(?P<year>\d{4})-(?P<sequence>\d+)")
 # What issuing freezes, and what the frozen SHA-256 covers.
 FROZEN = ("id", "owner_id", "kind", "credits", "number", "customer", "currency", "due_date",
           "line_items", "net", "tax", "total", "seller", "issued_at")
@@ -62,7 +60,11 @@ def parse_draft(body: dict[str, Any], before: dict[str, Any] | None = None) -> d
     def given(name: str) -> Any:
         return body[name] if name in body else before.get(name)
 
-    currency = money.currency_code(given("currency"))
+    # A currency no longer in use may stay on a draft that already has it; a new one must be
+    # in use today.
+    currency = given("currency")
+    if currency != before.get("currency"):
+        currency = money.currency_code(currency)
     if before.get("kind") == "credit_note" and currency != before["currency"]:
         raise Refusal("invalid_body", "A credit note keeps the currency of the invoice it "
                                       f"corrects ({before['currency']}).")
@@ -112,14 +114,21 @@ def _attachments(db: sqlite3.Connection, invoice_id: str) -> list[dict[str, Any]
         " WHERE invoice_id = ? ORDER BY created_at, id", (invoice_id,))]
 
 
+def _lines_with_nets(line_items: str, currency: str) -> list[dict[str, Any]]:
+    """Each stored line with its rounded net, read as stored (only input is checked): empty
+    where its amounts are not numbers at all."""
+    lines = json.loads(line_items)
+    read = [money.stored_line(line) for line in lines]
+    nets = iter(money.add_up([line for line in read if line], currency).line_nets)
+    return [{**line, "net": money.text(next(nets), currency) if found else ""}
+            for line, found in zip(lines, read, strict=True)]
+
+
 def as_json(db: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
     """The invoice as the API speaks it, lines with their rounded net."""
     lines = json.loads(row["line_items"])
-    if row["status"] != "deleted" and lines:
-        nets = money.totals([money.parse_line(line, n) for n, line in enumerate(lines, 1)],
-                            row["currency"]).line_nets
-        lines = [{**line, "net": money.text(net, row["currency"])}
-                 for line, net in zip(lines, nets, strict=True)]
+    if row["status"] != "deleted":
+        lines = _lines_with_nets(row["line_items"], row["currency"])
     return {
         "id": row["id"], "number": row["number"], "status": row["status"],
         "kind": row["kind"], "credits": row["credits"], "revision": row["revision"],
@@ -131,13 +140,50 @@ def as_json(db: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
     }
 
 
-def _listed(db: sqlite3.Connection, actor_id: str) -> list[dict[str, Any]]:
-    rows = db.execute(
-        f"SELECT {', '.join(LISTED)} FROM invoices WHERE owner_id = ? AND status != 'deleted'"
-        " ORDER BY status = 'issued', issued_at DESC, number DESC, created_at DESC",
-        (actor_id,),
-    )
-    return [{**dict(row), "issued_at": timestamp(row["issued_at"])} for row in rows]
+# The list: drafts newest first, then issued invoices newest first. Each part is a range of
+# its own index (migration 9), so a page reads `limit` rows whatever the list's length.
+_LISTED_COLUMNS = ", ".join(LISTED)
+DRAFTS_FIRST = (
+    f"SELECT {_LISTED_COLUMNS}, created_at FROM invoices"
+    " WHERE owner_id = :owner AND status = 'draft'"
+    " ORDER BY created_at DESC, id DESC LIMIT :limit")
+DRAFTS_AFTER = (
+    f"SELECT {_LISTED_COLUMNS}, created_at FROM invoices"
+    " WHERE owner_id = :owner AND status = 'draft' AND (created_at, id) < (:at, :key)"
+    " ORDER BY created_at DESC, id DESC LIMIT :limit")
+ISSUED_FIRST = (
+    f"SELECT {_LISTED_COLUMNS} FROM invoices WHERE owner_id = :owner AND status = 'issued'"
+    " ORDER BY issued_at DESC, number DESC LIMIT :limit")
+ISSUED_AFTER = (
+    f"SELECT {_LISTED_COLUMNS} FROM invoices WHERE owner_id = :owner AND status = 'issued'"
+    " AND (issued_at, number) < (:at, :key) ORDER BY issued_at DESC, number DESC LIMIT :limit")
+LIST_QUERIES = [(sql, {"owner": "", "at": 0.0, "key": "", "limit": 1})
+                for sql in (DRAFTS_FIRST, DRAFTS_AFTER, ISSUED_FIRST, ISSUED_AFTER)]
+
+
+def _listed(db: sqlite3.Connection, actor_id: str, limit: int, after: list[Any] | None
+            ) -> paging.Page[dict[str, Any]]:
+    """One page of the actor's invoices after the cursor's invoice, and the next cursor."""
+    part, at, key = paging.key_of(after, str, float, str) if after else ("draft", 0.0, "")
+    if part not in ("draft", "issued"):
+        raise Refusal("invalid_cursor")
+    found: list[sqlite3.Row] = []
+    asked = {"owner": actor_id, "limit": limit + 1, "at": at, "key": key}
+    if part == "draft":
+        found += db.execute(DRAFTS_AFTER if after else DRAFTS_FIRST, asked).fetchall()
+    if len(found) <= limit:  # room left: the issued invoices follow the drafts
+        asked["limit"] = limit + 1 - len(found)
+        found += db.execute(ISSUED_AFTER if part == "issued" else ISSUED_FIRST,
+                            asked).fetchall()
+    last = found[limit - 1] if len(found) > limit else None
+    following = None
+    if last is not None:
+        following = paging.cursor(
+            ["draft", last["created_at"], last["id"]] if last["status"] == "draft"
+            else ["issued", last["issued_at"], last["number"]])
+    items = [{**{name: row[name] for name in LISTED}, "issued_at": timestamp(row["issued_at"])}
+             for row in found[:limit]]
+    return paging.Page(items, following)
 
 
 def _one(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> dict[str, Any] | None:
@@ -159,11 +205,11 @@ def _with_corrections(db: sqlite3.Connection, actor_id: str, invoice_id: str
     invoice["credit_notes"] = [dict(row) for row in db.execute(
         "SELECT id, number, status, total FROM invoices WHERE credits = ? AND owner_id = ?"
         " AND status != 'deleted' ORDER BY created_at", (invoice_id, actor_id))]
-    lines = [money.parse_line(line, n) for n, line in enumerate(invoice["line_items"], 1)]
+    lines = [line for line in map(money.stored_line, invoice["line_items"]) if line]
     invoice["tax_by_rate"] = [
         {"rate": str(rate), "net": money.text(net, invoice["currency"]),
          "tax": money.text(tax, invoice["currency"])}
-        for rate, net, tax in money.totals(lines, invoice["currency"]).by_rate
+        for rate, net, tax in money.add_up(lines, invoice["currency"]).by_rate
     ]
     return invoice
 
@@ -386,8 +432,8 @@ def issue(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: st
 def sealed_legacy(db: sqlite3.Connection, row: dict[str, Any]) -> dict[str, Any]:
     """An invoice numbered before part two, completed as issued: explicit tax rates of 0,
     no tax, and its content sealed with its frozen hash."""
-    lines = [{"description": item["description"], "quantity": str(item["quantity"]),
-              "unit_price": str(item["unit_price"]), "tax_rate": str(item.get("tax_rate", 0))}
+    lines = [{"description": item.get("description", ""), "quantity": str(item.get("quantity")),
+              "unit_price": str(item.get("unit_price")), "tax_rate": str(item.get("tax_rate", 0))}
              for item in json.loads(row["line_items"])]
     fields = {"kind": "invoice", "credits": None, "seller": None, **row,
               "line_items": json.dumps(lines), "net": row["total"],
@@ -398,9 +444,8 @@ def sealed_legacy(db: sqlite3.Connection, row: dict[str, Any]) -> dict[str, Any]
 
 def seal_legacy(db: sqlite3.Connection) -> None:
     """Invoices that exist before part two keep their numbers and count as issued. Where an
-    old number already reads like one of a studio series (`INV-2026-0007`), that series
+    old number reads as one of a studio series (`INV-2026-0007`, `cn-2026-3 `), that series
     continues after it, so no number is ever given twice."""
-    continued: dict[tuple[str, int], int] = {}
     for row in db.execute("SELECT * FROM invoices WHERE frozen_sha256 IS NULL"
                           " AND status = 'issued'").fetchall():
         fields = sealed_legacy(db, dict(row))
@@ -409,22 +454,16 @@ def seal_legacy(db: sqlite3.Connection) -> None:
             " frozen_sha256 = :frozen_sha256, created_at = :issued_at WHERE id = :id",
             fields,
         )
-        series = SERIES_NUMBER.fullmatch(row["number"])
-        if series and series["prefix"] == PREFIXES["invoice"]:
-            key = (row["owner_id"], int(series["year"]))
-            continued[key] = max(continued.get(key, 0), int(series["sequence"]))
-    db.executemany(
-        "INSERT INTO invoice_series (owner_id, kind, year, last, first)"
-        " VALUES (?, 'invoice', ?, ?, ?)",
-        [(owner, year, last, last + 1) for (owner, year), last in continued.items()],
-    )
+    continue_legacy_series(db)
 
 
 # --- what handlers call ----------------------------------------------------------------------
 
 
-async def list_invoices(db: Database, actor: Actor) -> list[dict[str, Any]]:
-    return await db.read(_listed, actor.id)
+async def list_invoices(db: Database, actor: Actor, limit: int = paging.DEFAULT_LIMIT,
+                        after: list[Any] | None = None) -> paging.Page[dict[str, Any]]:
+    """A page of the actor's invoices: drafts newest first, then issued newest first."""
+    return await db.read(_listed, actor.id, limit, after)
 
 
 async def get_invoice(db: Database, actor: Actor, invoice_id: str) -> dict[str, Any]:
@@ -435,8 +474,17 @@ async def get_invoice(db: Database, actor: Actor, invoice_id: str) -> dict[str, 
     return found
 
 
+def _document(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> dict[str, Any] | None:
+    """The invoice as its document shows it, and the frozen hash its kept PDF is filed by."""
+    found = _with_corrections(db, actor_id, invoice_id)
+    if found is not None:
+        found["frozen_sha256"] = db.execute("SELECT frozen_sha256 FROM invoices WHERE id = ?",
+                                            (invoice_id,)).fetchone()[0]
+    return found
+
+
 async def get_document(db: Database, actor: Actor, invoice_id: str) -> dict[str, Any]:
-    found = await db.read(_with_corrections, actor.id, invoice_id)
+    found = await db.read(_document, actor.id, invoice_id)
     if found is None:
         raise Refusal("invoice_not_found")
     return found

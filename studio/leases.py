@@ -21,7 +21,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from studio import logs, metrics
+from studio import logs, metrics, paging
 from studio.auth import Actor, expired_sessions, sessions_of
 from studio.db import Database, after_commit, clock
 from studio.errors import Refusal
@@ -424,20 +424,31 @@ async def read_lease(db: Database, actor: Actor, lease_id: str) -> dict[str, Any
     return found
 
 
-def _requests_of(db: sqlite3.Connection, actor_id: str, invoice_id: str | None,
-                 limit: int) -> list[dict[str, Any]]:
-    """The actor's requests, newest first, with the invoices each named; or those that
-    named one invoice."""
-    rows = db.execute(
-        "SELECT leases.id, leases.status, leases.purpose, leases.options, leases.created_at,"
-        " leases.ended_reason, leases.task_count,"
-        " json_group_array(lease_invoices.invoice_id) AS invoice_ids"
-        " FROM leases JOIN lease_invoices ON lease_invoices.lease_id = leases.id"
-        " WHERE leases.actor_id = ?1 AND (?2 IS NULL OR leases.id IN"
-        "  (SELECT lease_id FROM lease_invoices WHERE invoice_id = ?2))"
-        " GROUP BY leases.id ORDER BY leases.created_at DESC LIMIT ?3",
-        (actor_id, invoice_id, limit),
-    )
+# The history: newest first, a page being a range of leases_listed (migration 9).
+_REQUEST_COLUMNS = "id, status, purpose, options, created_at, ended_reason, task_count"
+REQUESTS_FIRST = (
+    f"SELECT {_REQUEST_COLUMNS} FROM leases WHERE actor_id = :actor"
+    " ORDER BY created_at DESC, id DESC LIMIT :limit")
+REQUESTS_AFTER = (
+    f"SELECT {_REQUEST_COLUMNS} FROM leases WHERE actor_id = :actor"
+    " AND (created_at, id) < (:at, :key) ORDER BY created_at DESC, id DESC LIMIT :limit")
+REQUESTS_NAMING = (
+    f"SELECT {_REQUEST_COLUMNS} FROM leases WHERE actor_id = :actor AND id IN"
+    " (SELECT lease_id FROM lease_invoices WHERE invoice_id = :invoice)"
+    " ORDER BY created_at DESC, id DESC LIMIT :limit")
+LIST_QUERIES = [(sql, {"actor": "", "at": 0.0, "key": "", "limit": 1})
+                for sql in (REQUESTS_FIRST, REQUESTS_AFTER)]
+
+
+def _described(db: sqlite3.Connection, rows: list[sqlite3.Row]) -> list[dict[str, Any]]:
+    """The requests as the history lists them, with the invoices each named."""
+    named: dict[str, list[str]] = {row["id"]: [] for row in rows}
+    if named:
+        marks = ", ".join("?" * len(named))
+        for lease_id, invoice_id in db.execute(
+                f"SELECT lease_id, invoice_id FROM lease_invoices WHERE lease_id IN ({marks})",
+                list(named)):
+            named[lease_id].append(invoice_id)
     found = []
     for row in rows:
         options = json.loads(row["options"])
@@ -445,13 +456,38 @@ def _requests_of(db: sqlite3.Connection, actor_id: str, invoice_id: str | None,
             "lease_id": row["id"], "status": row["status"], "purpose": row["purpose"],
             "label": PURPOSES[row["purpose"]].label if row["purpose"] in PURPOSES else "",
             "created_at": timestamp(row["created_at"]), "ended_reason": row["ended_reason"],
-            "tasks": row["task_count"], "invoice_ids": sorted(json.loads(row["invoice_ids"])),
+            "tasks": row["task_count"], "invoice_ids": sorted(named[row["id"]]),
             "providers": options.get("providers", []),
             "candidates": options.get("candidates", 1),
         })
     return found
 
 
-async def list_requests(db: Database, actor: Actor, invoice_id: str | None = None,
-                        limit: int = 200) -> list[dict[str, Any]]:
+def _requests_of(db: sqlite3.Connection, actor_id: str, invoice_id: str, limit: int
+                 ) -> list[dict[str, Any]]:
+    """The newest requests that named one invoice, for its page."""
+    rows = db.execute(REQUESTS_NAMING, {"actor": actor_id, "invoice": invoice_id,
+                                        "limit": limit}).fetchall()
+    return _described(db, rows)
+
+
+def _requests_page(db: sqlite3.Connection, actor_id: str, limit: int,
+                   after: list[Any] | None) -> paging.Page[dict[str, Any]]:
+    """One page of the actor's history after the cursor's request, and the next cursor."""
+    at, key = paging.key_of(after, float, str) if after else (0.0, "")
+    rows = db.execute(REQUESTS_AFTER if after else REQUESTS_FIRST,
+                      {"actor": actor_id, "at": at, "key": key, "limit": limit + 1}).fetchall()
+    following = None
+    if len(rows) > limit:
+        following = paging.cursor([rows[limit - 1]["created_at"], rows[limit - 1]["id"]])
+    return paging.Page(_described(db, rows[:limit]), following)
+
+
+async def list_requests(db: Database, actor: Actor, invoice_id: str, limit: int = 20
+                        ) -> list[dict[str, Any]]:
     return await db.read(_requests_of, actor.id, invoice_id, limit)
+
+
+async def requests_page(db: Database, actor: Actor, limit: int = paging.DEFAULT_LIMIT,
+                        after: list[Any] | None = None) -> paging.Page[dict[str, Any]]:
+    return await db.read(_requests_page, actor.id, limit, after)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 import uuid
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
@@ -19,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
-from studio import accounts, intents, invoices, leases
+from studio import accounts, intents, invoices, leases, paging
 from studio.auth import SESSION_COOKIE, Actor, Sessions
 from studio.config import Settings
 from studio.db import Database
@@ -196,7 +198,8 @@ def parse_body(request: Request, raw: bytes) -> dict[str, Any]:
     if "json" in content_type or text.startswith(("{", "[")):
         request.scope["studio.json_body"] = True
         try:
-            body = json.loads(text)
+            # Numbers with a fraction are read exactly, as decimals, never as binary floats.
+            body = json.loads(text, parse_float=Decimal, parse_constant=_no_constant)
         except ValueError:
             raise Refusal("invalid_body", "The body is not valid JSON.") from None
         except RecursionError:
@@ -204,7 +207,7 @@ def parse_body(request: Request, raw: bytes) -> dict[str, Any]:
         if not isinstance(body, dict):
             raise Refusal("invalid_body", "The body must be a JSON object.")
         try:
-            json.dumps(body, ensure_ascii=False).encode("utf-8")
+            json.dumps(body, ensure_ascii=False, default=str).encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate escape cannot be stored as text
             raise Refusal("invalid_body", "The body holds text that is not valid Unicode.") \
                 from None
@@ -215,6 +218,11 @@ def parse_body(request: Request, raw: bytes) -> dict[str, Any]:
             key: values if key in REPEATED_FIELDS else values[-1] for key, values in fields.items()
         }
     raise Refusal("invalid_body", "Send JSON or a url-encoded form.")
+
+
+def _no_constant(name: str) -> object:
+    """NaN and Infinity are not JSON, though Python's reader takes them."""
+    raise ValueError(name)
 
 
 def path_id(request: Request, name: str, missing: str) -> str:
@@ -383,10 +391,18 @@ async def submit_lease(request: Request) -> Response:
 
 
 async def lease_list(request: Request) -> Response:
-    """The person's requests, newest first; an ended one offers to ask again."""
+    """A page of the person's requests, newest first; an ended one offers to ask again.
+    `Link` names the next page."""
     actor = await current_actor(request)
-    found = await leases.list_requests(studio_of(request).db, actor)
-    return answer(request, found, template="leases.html", context={"requests": found})
+    query = request.query_params
+    shown = paging.DEFAULT_LIMIT if answer_kind(request) == "json" else paging.PAGE_LIMIT
+    limit, after = paging.limit_of(query, shown), paging.cursor_of(query)
+    page = await leases.requests_page(studio_of(request).db, actor, limit, after)
+    onwards = paging.next_url(request.scope["path"], query, page.after)
+    context = {"requests": page.items, "onwards": onwards, "first_page": after is None}
+    response = answer(request, page.items, template="leases.html", context=context)
+    response.headers.update(paging.link_header(onwards))
+    return response
 
 
 async def _lease_answer(request: Request, actor: Actor, lease_id: str) -> Response:
@@ -440,9 +456,18 @@ async def _decided(request: Request, actor: Actor, lease_id: str, result: dict) 
     return RedirectResponse(f"/leases/{lease_id}", status_code=303)
 
 
+async def on_integrity_error(request: Request, exc: Exception) -> Response:
+    """A constraint the domain's own checks did not foresee: nothing was written (the
+    transaction rolled back), so a clear 409, never a 500; logged whole to be looked into."""
+    logging.getLogger(__name__).error("a database constraint refused %s %s: %s",
+                                      request.method, request.scope["path"], exc, exc_info=exc)
+    return refusal_response(request, Refusal("conflict"))
+
+
 EXCEPTION_HANDLERS = {
     Refusal: on_refusal,
     HTTPException: on_http_error,
     sqlite3.OperationalError: on_database_error,
+    sqlite3.IntegrityError: on_integrity_error,
 }
 

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
+import uuid
 from itertools import zip_longest
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from studio import bindings, documents, invoices, leases, money, profiles
+from studio import bindings, documents, invoices, leases, money, paging, profiles
 from studio.errors import Refusal
 from studio.web import (
     PRIVATE,
@@ -42,11 +42,19 @@ def line_items_of(body: dict[str, Any]) -> dict[str, Any]:
 
 
 async def invoice_list(request: Request) -> Response:
+    """A page of the person's invoices, drafts first; `Link` names the next page."""
     actor = await current_actor(request)
-    found = await invoices.list_invoices(studio_of(request).db, actor)
-    context = {"drafts": [i for i in found if i["status"] == "draft"],
-               "issued": [i for i in found if i["status"] == "issued"]}
-    return answer(request, found, template="invoices.html", context=context)
+    query = request.query_params
+    shown = paging.DEFAULT_LIMIT if answer_kind(request) == "json" else paging.PAGE_LIMIT
+    limit, after = paging.limit_of(query, shown), paging.cursor_of(query)
+    page = await invoices.list_invoices(studio_of(request).db, actor, limit, after)
+    onwards = paging.next_url(request.scope["path"], query, page.after)
+    context = {"drafts": [i for i in page.items if i["status"] == "draft"],
+               "issued": [i for i in page.items if i["status"] == "issued"],
+               "onwards": onwards, "first_page": after is None}
+    response = answer(request, page.items, template="invoices.html", context=context)
+    response.headers.update(paging.link_header(onwards))
+    return response
 
 
 async def new_invoice_page(request: Request) -> Response:
@@ -55,7 +63,8 @@ async def new_invoice_page(request: Request) -> Response:
     blank = {"customer": "", "currency": "EUR", "due_date": "", "revision": 0,
              "line_items": [{"description": "", "quantity": "1", "unit_price": "",
                              "tax_rate": "0"}]}
-    return render(request, "invoice_new.html", {"invoice": blank, "seller": seller})
+    return render(request, "invoice_new.html", {"invoice": blank, "seller": seller,
+                                                "request_id": str(uuid.uuid4())})
 
 
 async def create_invoice(request: Request) -> Response:
@@ -95,7 +104,9 @@ async def invoice_page(request: Request) -> Response:
         return JSONResponse(await invoices.get_invoice(db, actor, invoice_id), headers=PRIVATE)
     invoice = await invoices.get_document(db, actor, invoice_id)
     history = await leases.list_requests(db, actor, invoice_id, limit=20)
-    return render(request, "invoice.html", {"invoice": invoice, "history": history})
+    # The credit-note form's id, for browsers without script (studio.js keeps its own).
+    return render(request, "invoice.html", {"invoice": invoice, "history": history,
+                                            "request_id": str(uuid.uuid4())})
 
 
 async def edit_invoice(request: Request) -> Response:
@@ -162,7 +173,7 @@ async def _issued_document(request: Request) -> dict[str, Any]:
 async def invoice_pdf(request: Request) -> Response:
     invoice = await _issued_document(request)
     name = re.sub(r"[^A-Za-z0-9._-]", "_", invoice["number"]) + ".pdf"
-    pdf = await asyncio.to_thread(documents.render_pdf, invoice)  # long invoices take a while
+    pdf = await documents.issued_pdf(studio_of(request).db, invoice)
     return Response(pdf, media_type="application/pdf", headers={
         "Content-Disposition": f'inline; filename="{name}"', **PRIVATE})
 
@@ -170,4 +181,5 @@ async def invoice_pdf(request: Request) -> Response:
 async def printable(request: Request) -> Response:
     invoice = await _issued_document(request)
     return render(request, "document.html", {"invoice": invoice, "shown": money.shown,
-                                             "title": documents.title_of(invoice)})
+                                             "title": documents.title_of(invoice),
+                                             "facts": documents.facts_of(invoice)})

@@ -1,25 +1,66 @@
-"""The issued document as a PDF, made with fpdf2 (pure Python, no system libraries).
+"""The issued document as a PDF, made with fpdf2 (pure Python, no system libraries), rendered
+once per issued invoice in a process of its own and kept in the database.
 
 The text face is the vendored DejaVu Sans, so any customer or line text a person can type
 prints as typed. The printable HTML view (`templates/document.html`) shows the same facts.
+A credit note says it is one, names the invoice it credits, shows its amounts as credit and
+has no due date.
+
+Why another process: fpdf2 holds the GIL for the whole render (a 200-line invoice takes a
+while), so a thread of the serving process, the writer's included, would stall the event
+loop's every request. A small process pool has its own GIL. An issued invoice never
+changes, so its bytes are kept under its frozen hash and every later download is one read.
 """
 
 from __future__ import annotations
 
+import asyncio
+import multiprocessing
+import os
+import sqlite3
+import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
 from fpdf import FPDF
 
 from studio import assets
+from studio.db import Database
 from studio.money import shown
 
 FONTS = assets.folder("static") / "fonts"
 TITLES = {"invoice": "Invoice", "credit_note": "Credit note"}
+# The document's layout; a new one renders kept documents again (they are keyed by it).
+LAYOUT = "pdf-2"
+# Half the cores: the serving process keeps the rest.
+RENDERERS = max(1, (os.cpu_count() or 2) // 2)
+
+_renderers: ProcessPoolExecutor | None = None
+# The renders under way in this process, so concurrent first downloads wait for one.
+_rendering: dict[tuple[str, ...], asyncio.Future[bytes]] = {}
 
 
 def title_of(invoice: dict[str, Any]) -> str:
     return f"{TITLES[invoice['kind']]} {invoice['number'] or '(draft)'}"
+
+
+def is_credit(invoice: dict[str, Any]) -> bool:
+    return invoice["kind"] == "credit_note"
+
+
+def as_credit(amount: str, invoice: dict[str, Any]) -> str:
+    """A credit note's amount reads as credit: below zero (a zero stays zero)."""
+    return f"-{amount}" if is_credit(invoice) and amount.strip("0.") else amount
+
+
+def facts_of(invoice: dict[str, Any]) -> list[tuple[str, str]]:
+    """The dates and references at the top of the document."""
+    if is_credit(invoice):
+        return [("Credits invoice", invoice.get("credits_number") or ""),
+                ("Issued", (invoice["issued_at"] or "")[:10])]
+    return [("Issued", (invoice["issued_at"] or "")[:10]), ("Due", invoice["due_date"])]
 
 
 def render_pdf(invoice: dict[str, Any], fonts: Path = FONTS) -> bytes:
@@ -38,10 +79,7 @@ def render_pdf(invoice: dict[str, Any], fonts: Path = FONTS) -> bytes:
     pdf.set_font("Sans", "B", 18)
     pdf.cell(width, 10, title_of(invoice), new_x="LMARGIN", new_y="NEXT")
     pdf.set_font("Sans", "", 10)
-    facts = [("Issued", (invoice["issued_at"] or "")[:10]), ("Due", invoice["due_date"])]
-    if invoice["kind"] == "credit_note":
-        facts.insert(0, ("Corrects invoice", invoice.get("credits_number") or ""))
-    for label, value in facts:
+    for label, value in facts_of(invoice):
         pdf.cell(40, 6, label)
         pdf.cell(width - 40, 6, value, new_x="LMARGIN", new_y="NEXT")
     pdf.ln(4)
@@ -72,7 +110,7 @@ def render_pdf(invoice: dict[str, Any], fonts: Path = FONTS) -> bytes:
     pdf.set_font("Sans", "", 10)
     for line in invoice["line_items"]:
         values = [line["description"], line["quantity"], line["unit_price"],
-                  f"{line['tax_rate']} %", shown(line["net"], currency)]
+                  f"{line['tax_rate']} %", shown(as_credit(line["net"], invoice), currency)]
         for (_, share, align), value in zip(columns, values, strict=True):
             pdf.cell(width * share, 7, value, align=align)
         pdf.ln()
@@ -80,13 +118,81 @@ def render_pdf(invoice: dict[str, Any], fonts: Path = FONTS) -> bytes:
 
     label_width, amount_width = width * 0.82, width * 0.18
     for rate in invoice["tax_by_rate"]:
-        pdf.cell(label_width, 6, f"Tax {rate['rate']} % on {shown(rate['net'], currency)}",
-                 align="R")
-        pdf.cell(amount_width, 6, shown(rate["tax"], currency), align="R",
+        on = shown(as_credit(rate["net"], invoice), currency)
+        pdf.cell(label_width, 6, f"Tax {rate['rate']} % on {on}", align="R")
+        pdf.cell(amount_width, 6, shown(as_credit(rate["tax"], invoice), currency), align="R",
                  new_x="LMARGIN", new_y="NEXT")
-    for label, key in (("Net", "net"), ("Tax", "tax"), ("Total", "total")):
+    total = "Total credited" if is_credit(invoice) else "Total"
+    for label, key in (("Net", "net"), ("Tax", "tax"), (total, "total")):
         pdf.set_font("Sans", "B" if key == "total" else "", 11 if key == "total" else 10)
         pdf.cell(label_width, 7, f"{label} ({currency})", align="R")
-        pdf.cell(amount_width, 7, shown(invoice[key], currency), align="R",
+        pdf.cell(amount_width, 7, shown(as_credit(invoice[key], invoice), currency), align="R",
                  new_x="LMARGIN", new_y="NEXT")
     return bytes(pdf.output())
+
+
+def _render_here(invoice: dict[str, Any]) -> bytes:
+    """What a renderer process runs (by name, so it is the module's own render_pdf)."""
+    return render_pdf(invoice)
+
+
+def _pool() -> ProcessPoolExecutor:
+    global _renderers
+    if _renderers is None:
+        # spawn: a fork of a process with running threads (aiosqlite's) may inherit held locks.
+        _renderers = ProcessPoolExecutor(RENDERERS, mp_context=multiprocessing.get_context("spawn"))
+    return _renderers
+
+
+async def render_elsewhere(invoice: dict[str, Any]) -> bytes:
+    """Render in a renderer process; the event loop only waits. A pool whose process died
+    (killed, out of memory) is replaced once rather than refusing every render after."""
+    global _renderers
+    loop = asyncio.get_running_loop()
+    try:
+        return await loop.run_in_executor(_pool(), _render_here, invoice)
+    except BrokenProcessPool:
+        _renderers = None
+        return await loop.run_in_executor(_pool(), _render_here, invoice)
+
+
+def _kept(db: sqlite3.Connection, invoice_id: str, frozen_sha256: str, layout: str
+          ) -> bytes | None:
+    row = db.execute(
+        "SELECT content FROM issued_documents WHERE invoice_id = ? AND frozen_sha256 = ?"
+        " AND layout = ?", (invoice_id, frozen_sha256, layout)).fetchone()
+    return None if row is None else bytes(row[0])
+
+
+def _keep(db: sqlite3.Connection, invoice_id: str, frozen_sha256: str, layout: str,
+          content: bytes) -> bytes:
+    """Keep the bytes, unless another process kept its own first: then everyone gets those."""
+    db.execute(
+        "INSERT INTO issued_documents (invoice_id, frozen_sha256, layout, content, created_at)"
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (invoice_id, frozen_sha256, layout) DO NOTHING",
+        (invoice_id, frozen_sha256, layout, content, time.time()))
+    kept = _kept(db, invoice_id, frozen_sha256, layout)
+    assert kept is not None, "inserted or already there, inside this transaction"
+    return kept
+
+
+async def _render_and_keep(db: Database, invoice: dict[str, Any], key: tuple[str, str, str]
+                           ) -> bytes:
+    return await db.write(_keep, *key, await render_elsewhere(invoice))
+
+
+async def issued_pdf(db: Database, invoice: dict[str, Any]) -> bytes:
+    """The PDF of an issued invoice: the kept bytes, or rendered once and kept. Concurrent
+    first downloads in one process share one render; across processes the first kept wins."""
+    key = (invoice["id"], invoice["frozen_sha256"], LAYOUT)
+    kept = await db.read(_kept, *key)
+    if kept is not None:
+        return kept
+    waiting_for = (str(db.path), *key)
+    rendering = _rendering.get(waiting_for)
+    if rendering is None:
+        rendering = asyncio.ensure_future(_render_and_keep(db, invoice, key))
+        _rendering[waiting_for] = rendering
+        rendering.add_done_callback(lambda _: _rendering.pop(waiting_for, None))
+    # A download that goes away does not cancel the render the others wait for.
+    return await asyncio.shield(rendering)

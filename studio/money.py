@@ -9,10 +9,16 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
+from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation, localcontext
 from typing import Any
 
-from babel.numbers import format_currency, get_currency_precision, list_currencies
+from babel.core import get_global
+from babel.numbers import (
+    format_currency,
+    get_currency_precision,
+    get_territory_currencies,
+    list_currencies,
+)
 
 from studio.errors import Refusal
 
@@ -21,22 +27,34 @@ MAX_LINES = 200
 ARITHMETIC = Context(prec=60, rounding=ROUND_HALF_UP)
 MAX_TOTAL = Decimal("1e15")
 MAX_DESCRIPTION = 500
-# Sane sizes: a quantity or price of at most twelve whole digits and six decimals.
-AMOUNT = re.compile(r"\d{1,12}(\.\d{1,6})?")
-RATE = re.compile(r"\d{1,3}(\.\d{1,4})?")
+# Sane sizes: a quantity or price of at most twelve whole digits and six decimals, in ASCII
+# digits only (`\d` and Decimal would take Arabic-Indic, fullwidth and other digits too).
+AMOUNT = re.compile(r"[0-9]{1,12}(\.[0-9]{1,6})?")
+RATE = re.compile(r"[0-9]{1,3}(\.[0-9]{1,4})?")
+# A JSON number in exponent form is written out in full only while that stays short.
+LONGEST_EXPONENT = 15
+# A stored amount past 10**15 is not read as a number (no studio ever took one), so no
+# line's arithmetic outgrows ARITHMETIC.
+LARGEST_STORED = 15
 
 
 @functools.cache
 def currencies() -> frozenset[str]:
-    return frozenset(list_currencies())
+    """The ISO 4217 codes that are legal tender in some territory today, as Babel's CLDR data
+    says: no historic (DEM), test (XTS, XXX), fund or precious-metal codes. Read once."""
+    return frozenset(code for territory in get_global("territory_currencies")
+                     for code in get_territory_currencies(territory, tender=True))
 
 
 def currency_code(value: object) -> str:
-    """An ISO 4217 code Babel knows, upper case; anything else is refused."""
+    """An ISO 4217 code in use today, upper case; anything else is refused."""
     code = value.strip().upper() if isinstance(value, str) else ""
-    if code not in currencies():
-        raise Refusal("invalid_body", "The currency must be an ISO 4217 code such as EUR or USD.")
-    return code
+    if code in currencies():
+        return code
+    if code in list_currencies():
+        raise Refusal("invalid_body", f"{code} is not a currency in use today; choose a "
+                                      "current ISO 4217 code such as EUR or USD.")
+    raise Refusal("invalid_body", "The currency must be an ISO 4217 code such as EUR or USD.")
 
 
 def minor_units(currency: str) -> int:
@@ -56,9 +74,19 @@ def text(amount: Decimal, currency: str) -> str:
 
 
 def _decimal(value: object, pattern: re.Pattern[str], what: str, line: int) -> Decimal:
-    # JSON numbers arrive as int or float; their shortest text is what the person wrote.
-    raw = str(value).strip() if isinstance(value, str | int | float) and \
-        not isinstance(value, bool) else ""
+    # Text from a form or JSON, or a JSON number read exactly (an int or a Decimal). A float
+    # has been through binary floating point and may no longer be what the person wrote.
+    if isinstance(value, float):
+        raise Refusal("invalid_body", f"Line {line}: an amount came as a binary floating-point"
+                                      " number, which cannot hold every decimal exactly; send"
+                                      ' it as text, like "19.99".')
+    if isinstance(value, Decimal) and value.is_finite() \
+            and abs(value.adjusted()) <= LONGEST_EXPONENT:
+        raw = format(value, "f")  # 1.5E+1 is 15
+    elif isinstance(value, str | int | Decimal) and not isinstance(value, bool):
+        raw = str(value).strip()
+    else:
+        raw = ""
     if not pattern.fullmatch(raw):
         raise Refusal("invalid_body", f"Line {line}: {what}")
     return Decimal(raw)
@@ -100,6 +128,22 @@ def parse_line(raw: object, line: int) -> Line:
                 if tax_rate % 1 else tax_rate.quantize(Decimal(1)))
 
 
+def stored_line(raw: object) -> Line | None:
+    """A line as it was stored, read and never judged: only input is checked, so a line
+    numbered before part two (a discount at a negative price, no description) still reads.
+    None when its amounts are not numbers at all."""
+    if not isinstance(raw, dict):
+        return None
+    try:
+        amounts = [Decimal(str(raw.get(name, 0)).strip())
+                   for name in ("quantity", "unit_price", "tax_rate")]
+    except InvalidOperation:
+        return None
+    if not all(amount.is_finite() and amount.adjusted() <= LARGEST_STORED for amount in amounts):
+        return None
+    return Line(str(raw.get("description", "")), *amounts)
+
+
 def parse_lines(raw: object) -> list[Line]:
     if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_LINES:
         raise Refusal("invalid_body", f"An invoice needs 1 to {MAX_LINES} line items.")
@@ -121,6 +165,15 @@ class Totals:
 
 
 def totals(lines: list[Line], currency: str) -> Totals:
+    """The totals of lines given as input, which must stay below MAX_TOTAL."""
+    found = add_up(lines, currency)
+    if found.total >= MAX_TOTAL:
+        raise Refusal("invalid_body", "The total must stay below 1,000,000,000,000,000; "
+                                      "split the amounts over several invoices.")
+    return found
+
+
+def add_up(lines: list[Line], currency: str) -> Totals:
     """Each line's net and tax rounded half-up, then summed: the document adds up exactly."""
     with localcontext(ARITHMETIC):
         zero = rounded(Decimal(0), currency)
@@ -133,13 +186,15 @@ def totals(lines: list[Line], currency: str) -> Totals:
             rates[line.tax_rate] = (rate_net + net, rate_tax + tax)
         net = sum(nets, zero)
         tax = sum((rate_tax for _, rate_tax in rates.values()), zero)
-    if net + tax >= MAX_TOTAL:
-        raise Refusal("invalid_body", "The total must stay below 1,000,000,000,000,000; "
-                                      "split the amounts over several invoices.")
+        total = net + tax
     by_rate = tuple((rate, *rates[rate]) for rate in sorted(rates))
-    return Totals(net, tax, net + tax, by_rate, tuple(nets))
+    return Totals(net, tax, total, by_rate, tuple(nets))
 
 
 def shown(amount: str, currency: str) -> str:
-    """An amount as a person reads it on a document: `€2,570.40`, `¥1,200`."""
-    return format_currency(Decimal(amount), currency, locale="en")
+    """An amount as a person reads it on a document: `€2,570.40`, `¥1,200`; what is not a
+    number (a line stored before part two) as it was stored."""
+    try:
+        return format_currency(Decimal(amount), currency, locale="en")
+    except (InvalidOperation, TypeError, ValueError):
+        return str(amount)

@@ -18,9 +18,10 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from itsdangerous import BadSignature, URLSafeSerializer
 
-from studio.db import Database
+from studio import throttle
+from studio.db import Database, clock
 from studio.errors import Refusal
-from studio.throttle import Limits, SignInThrottle
+from studio.throttle import Limits
 
 SESSION_COOKIE = "studio_session"
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -64,7 +65,7 @@ class Sessions:
         self.idle_seconds = idle_seconds
         self.max_seconds = max_seconds
         self.touch_every = min(TOUCH_EVERY_S, idle_seconds / 10)
-        self.throttle = SignInThrottle(limits or Limits())
+        self.limits = limits or Limits()
         self._password_slots = asyncio.Semaphore(PASSWORD_CHECKS_AT_ONCE)
         # A signature check always gives the same answer for the same cookie: remember good ones.
         self._session_key = functools.lru_cache(maxsize=4096)(self._verify)
@@ -93,14 +94,22 @@ class Sessions:
                       presented: str | None = None) -> tuple[Actor, str]:
         """The actor and the cookie value for a matching email and password.
 
-        Failed attempts are throttled per email and client address (429 `too_many_attempts`).
-        Every sign-in makes a new session; the one the browser presented, if any, ends
-        (its live leases move to the new session when it is the same actor's)."""
+        Attempts are counted before the password is checked and throttled per email and
+        client address (429 `too_many_attempts`; see studio/throttle.py). Every sign-in
+        makes a new session; the one the browser presented, if any, ends (its live leases
+        move to the new session when it is the same actor's)."""
         if not isinstance(email, str) or not isinstance(password, str) or len(password) > 1024:
             raise Refusal("invalid_credentials")
         email = email.strip().lower()
+        previous = None
+        if presented:
+            try:
+                previous = self._session_key(presented)
+            except Refusal:
+                previous = None
+        vouched = previous is not None and await self._signed_in_as(presented, email)
         try:
-            self.throttle.check(email, address)
+            attempt = await self.db.write(throttle.begin, email, address, vouched, self.limits)
         except Refusal:
             await asyncio.sleep(REFUSED_SIGN_IN_PAUSE_S)
             raise
@@ -108,20 +117,22 @@ class Sessions:
         matched = await self.verify_password(
             row["password_hash"] if row else _NOBODY_HASH, password)
         if not matched or row is None:
-            self.throttle.failed(email, address)
+            await self.db.write(throttle.failed, attempt)
             raise Refusal("invalid_credentials")
         if row["disabled_at"] is not None:
+            await self.db.write(throttle.succeeded, attempt, email, address)
             raise Refusal("account_disabled")
-        self.throttle.succeeded(email, address)
-        previous = None
-        if presented:
-            try:
-                previous = self._session_key(presented)
-            except Refusal:
-                previous = None
         token = secrets.token_urlsafe(32)
-        await self.db.write(_open_session, _session_key(token), row["id"], time.time(), previous)
+        await self.db.write(_signed_in, attempt, email, address, _session_key(token), row["id"],
+                            previous)
         return Actor(row["id"], row["email"], _session_key(token)), self.cookies.dumps(token)
+
+    async def _signed_in_as(self, cookie: str | None, email: str) -> bool:
+        """Whether the browser holds a current session of the account it signs in to."""
+        try:
+            return (await self.actor(cookie)).email == email
+        except Refusal:
+            return False
 
     async def actor(self, cookie: str | None) -> Actor:
         """The signed-in actor named by the cookie; the only source of identity. A session
@@ -198,6 +209,13 @@ def _open_session(db: sqlite3.Connection, session_id: str, actor_id: str, now: f
         (session_id, previous, actor_id),
     )
     leases.end_session(db, previous, now)
+
+
+def _signed_in(db: sqlite3.Connection, attempt: str, email: str, address: str,
+               session_id: str, actor_id: str, previous: str | None) -> None:
+    now = clock(None)
+    throttle.succeeded(db, attempt, email, address, now)
+    _open_session(db, session_id, actor_id, now, previous)
 
 
 def _touch_session(db: sqlite3.Connection, session_id: str, now: float) -> None:

@@ -1,28 +1,32 @@
-"""Failed sign-ins, counted per client address, per email, and per (email, address) pair.
+"""Sign-in attempts, counted in the database per client address, per email and per (email,
+address) pair, so every process sharing the database shares the counts.
 
-Held in this process's memory: each `studio serve` process counts on its own, and a restart
-forgets. That is enough to make guessing slow; it is not a ledger.
+An attempt is recorded before its password is checked, in the one short write transaction
+that also checks the limits: however many arrive at once, each sees the ones before it.
+Until its check ends it is pending, and a pending attempt counts as a failure; one whose
+process died ages out with the window like any failure. A correct password removes its own
+attempt and its pair's failures, and remembers the pair as known.
 
 How the three limits combine, so a flood cannot lock an account's owner out:
 - the pair limit is the strict one: one address guessing one email is stopped first;
 - the address limit stops one address trying many emails;
-- the email limit stops many addresses trying one email, but only for addresses that have
-  themselves failed recently and have never signed in to that email before: the owner,
-  from a clean address or one they signed in from, still gets through.
-A correct password clears its pair and marks the pair as known.
+- the email limit stops many addresses trying one email, whatever their number: past it only
+  an address that signed in to that email before, or a browser holding a session of that
+  same account, may still try (under the other two limits).
 """
 
 from __future__ import annotations
 
 import math
-import time
-from collections import OrderedDict, deque
+import sqlite3
+import uuid
 from dataclasses import dataclass
 
+from studio.db import clock
 from studio.errors import Refusal
 
-# Keys are counted in a bounded table: a flood of made-up emails cannot grow it without end.
-MAX_KEYS = 50_000
+# An address that signed in to an email is known to it for this long after its last sign-in.
+KNOWN_FOR_S = 90 * 86400.0
 
 
 @dataclass(frozen=True)
@@ -33,72 +37,69 @@ class Limits:
     per_email: int = 30
 
 
-class FailureLog:
-    """Recent failure times per key, forgetting keys least recently failed past MAX_KEYS."""
-
-    def __init__(self, window: float, max_keys: int = MAX_KEYS) -> None:
-        self.window = window
-        self.max_keys = max_keys
-        self._times: OrderedDict[object, deque[float]] = OrderedDict()
-
-    def recent(self, key: object, now: float) -> deque[float]:
-        times = self._times.get(key)
-        if times is None:
-            return deque()
-        while times and times[0] <= now - self.window:
-            times.popleft()
-        if not times:
-            del self._times[key]
-        return times
-
-    def add(self, key: object, now: float, most: int) -> None:
-        times = self._times.setdefault(key, deque(maxlen=most))
-        times.append(now)
-        self._times.move_to_end(key)
-        while len(self._times) > self.max_keys:
-            self._times.popitem(last=False)
-
-    def forget(self, key: object) -> None:
-        self._times.pop(key, None)
-
-    def wait(self, key: object, now: float, limit: int) -> float:
-        """Seconds until `key` is under `limit` again; 0 when it already is."""
-        times = self.recent(key, now)
-        if len(times) < limit:
-            return 0.0
-        return times[len(times) - limit] + self.window - now
+def begin(db: sqlite3.Connection, email: str, address: str, vouched: bool, limits: Limits,
+          now: float | None = None) -> str:
+    """Record a pending attempt and return its id, or refuse with 429 `too_many_attempts`
+    and a Retry-After while a limit is reached: the check and the count are one transaction,
+    so no number of simultaneous attempts gets past a limit."""
+    now = clock(now)
+    since = now - limits.window_seconds
+    db.execute("DELETE FROM sign_in_attempts WHERE started_at <= ?", (since,))
+    waits = [
+        _wait(db, "email = ? AND address = ?", (email, address), limits.per_pair, since, now),
+        _wait(db, "address = ?", (address,), limits.per_address, since, now),
+    ]
+    if not vouched and not _known(db, email, address, now):
+        waits.append(_wait(db, "email = ?", (email,), limits.per_email, since, now))
+    wait = max(waits)
+    if wait > 0:
+        raise Refusal("too_many_attempts", _refused_for(wait),
+                      headers={"Retry-After": str(math.ceil(wait))})
+    attempt = str(uuid.uuid4())
+    db.execute("INSERT INTO sign_in_attempts (id, email, address, started_at) VALUES (?, ?, ?, ?)",
+               (attempt, email, address, now))
+    return attempt
 
 
-class SignInThrottle:
-    def __init__(self, limits: Limits) -> None:
-        self.limits = limits
-        self.failures = FailureLog(limits.window_seconds)
-        self._known: OrderedDict[tuple[str, str], None] = OrderedDict()
+def failed(db: sqlite3.Connection, attempt: str) -> None:
+    db.execute("UPDATE sign_in_attempts SET outcome = 'failed' WHERE id = ?", (attempt,))
 
-    def check(self, email: str, address: str, now: float | None = None) -> None:
-        """Refuse with 429 `too_many_attempts` and a Retry-After while a limit is reached."""
-        now = time.time() if now is None else now
-        limits = self.limits
-        waits = [
-            self.failures.wait(("pair", email, address), now, limits.per_pair),
-            self.failures.wait(("address", address), now, limits.per_address),
-        ]
-        if (email, address) not in self._known and self.failures.recent(("address", address), now):
-            waits.append(self.failures.wait(("email", email), now, limits.per_email))
-        wait = max(waits)
-        if wait > 0:
-            raise Refusal("too_many_attempts", headers={"Retry-After": str(math.ceil(wait))})
 
-    def failed(self, email: str, address: str, now: float | None = None) -> None:
-        now = time.time() if now is None else now
-        limits = self.limits
-        self.failures.add(("pair", email, address), now, limits.per_pair)
-        self.failures.add(("address", address), now, limits.per_address)
-        self.failures.add(("email", email), now, limits.per_email)
+def succeeded(db: sqlite3.Connection, attempt: str, email: str, address: str,
+              now: float | None = None) -> None:
+    """A correct password: its attempt and its pair's failures go, and the pair is known."""
+    now = clock(now)
+    db.execute("DELETE FROM sign_in_attempts WHERE id = ?"
+               " OR (email = ? AND address = ? AND outcome = 'failed')", (attempt, email, address))
+    db.execute("INSERT INTO sign_in_known (email, address, signed_in_at) VALUES (?, ?, ?)"
+               " ON CONFLICT (email, address) DO UPDATE SET signed_in_at = excluded.signed_in_at",
+               (email, address, now))
+    db.execute("DELETE FROM sign_in_known WHERE signed_in_at <= ?", (now - KNOWN_FOR_S,))
 
-    def succeeded(self, email: str, address: str) -> None:
-        self.failures.forget(("pair", email, address))
-        self._known[(email, address)] = None
-        self._known.move_to_end((email, address))
-        while len(self._known) > MAX_KEYS:
-            self._known.popitem(last=False)
+
+def _wait(db: sqlite3.Connection, where: str, params: tuple[str, ...], limit: int,
+          since: float, now: float) -> float:
+    """Seconds until fewer than `limit` attempts (pending or failed) since `since` match
+    `where`; 0 when that is already so."""
+    row = db.execute(
+        f"SELECT started_at FROM sign_in_attempts WHERE {where} AND started_at > ?"
+        " ORDER BY started_at DESC LIMIT 1 OFFSET ?",
+        (*params, since, limit - 1),
+    ).fetchone()
+    return 0.0 if row is None else max(row[0] - since, 1.0)
+
+
+def _known(db: sqlite3.Connection, email: str, address: str, now: float) -> bool:
+    return db.execute(
+        "SELECT 1 FROM sign_in_known WHERE email = ? AND address = ? AND signed_in_at > ?",
+        (email, address, now - KNOWN_FOR_S),
+    ).fetchone() is not None
+
+
+def _refused_for(seconds: float) -> str:
+    """The refusal in words, with the real time to wait."""
+    if seconds > 90:
+        wait = f"{math.ceil(seconds / 60)} minutes"
+    else:
+        wait = f"{math.ceil(seconds)} second{'' if math.ceil(seconds) == 1 else 's'}"
+    return f"Too many failed sign-ins. Try again in {wait}."

@@ -4,7 +4,8 @@ A file cannot join a transaction, so the write path is: stream to a temporary fi
 the store (counted, hashed, fsynced: `studio.uploads`), judge the type from the first
 bytes, link it into place under its hash in the actor's own folder (the same bytes twice are
 one file; one actor never learns what another stored), then bind key -> attachment in one
-BEGIN IMMEDIATE transaction that checks the key again. A crash between placing and binding
+BEGIN IMMEDIATE transaction that checks the key again, and the actor's limits with it. A
+crash between placing and binding, or between a delete's commit and its file's removal,
 leaves at most an orphan file, which `sweep_orphans` removes after a grace period.
 """
 
@@ -15,15 +16,16 @@ import logging
 import os
 import sqlite3
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import filetype
 
 from studio import bindings, invoices, logs
-from studio.db import Database, clock, sync_path
+from studio.db import Database, after_commit, clock, in_transaction, sync_path
 from studio.errors import Refusal
-from studio.uploads import Upload
+from studio.uploads import Upload, remove_if_abandoned
 
 log = logging.getLogger("studio.attachments")
 
@@ -32,6 +34,14 @@ ALLOWED = {"application/pdf", "image/png", "image/jpeg", "image/webp", "image/he
 PREVIEWABLE = {"image/png", "image/jpeg", "image/webp"}
 ORPHAN_GRACE_S = 3600.0
 LISTED = "id AS attachment_id, filename, content_type, size, sha256, invoice_id"
+
+
+@dataclass(frozen=True)
+class Quota:
+    """What one actor may keep: distinct stored bytes in all, and attachments per invoice."""
+
+    storage_bytes: int
+    per_invoice: int
 
 
 def sniff(head: bytes) -> str:
@@ -78,8 +88,16 @@ class FileStore:
             os.link(upload.path, final)
         except FileExistsError:
             pass  # the same bytes, stored before
+        except FileNotFoundError:  # removed by hand despite its lock: nothing to store
+            raise Refusal("upload_lost", headers={"Retry-After": "1"}) from None
         sync_path(final.parent)
         return final
+
+    def forget(self, db: sqlite3.Connection, files: list[tuple[str, str]]) -> None:
+        """Once the transaction that deleted their rows commits, remove those of the (actor,
+        sha256) files no attachment names any more, checked again under the write lock."""
+        if files:
+            after_commit(lambda: in_transaction(db, unnamed, self, files))
 
 
 # --- units: each runs inside one transaction -------------------------------------------------
@@ -101,6 +119,50 @@ def _listed(db: sqlite3.Connection, attachment_id: str) -> dict[str, Any]:
                            (attachment_id,)).fetchone())
 
 
+def stored_bytes(db: sqlite3.Connection, actor_id: str) -> int:
+    """The actor's distinct stored bytes: the same file attached twice counts once."""
+    return db.execute(
+        "SELECT COALESCE(SUM(size), 0) FROM (SELECT sha256, MAX(size) AS size FROM attachments"
+        " WHERE owner_id = ? GROUP BY sha256) AS stored", (actor_id,)).fetchone()[0]
+
+
+def refuse_past_quota(db: sqlite3.Connection, actor_id: str, invoice_id: str, quota: Quota,
+                      adding: int) -> None:
+    """One more attachment than an invoice may hold is 409; `adding` new bytes past what the
+    actor may store is 413."""
+    count = db.execute("SELECT COUNT(*) FROM attachments WHERE invoice_id = ?",
+                       (invoice_id,)).fetchone()[0]
+    if count >= quota.per_invoice:
+        raise Refusal("too_many_attachments", f"This invoice already has {count} attachments,"
+                                              " the most one may hold; remove one first.")
+    if adding:
+        used = stored_bytes(db, actor_id)
+        if used + adding > quota.storage_bytes:
+            raise Refusal("storage_quota_exceeded", (
+                f"Your attachments use {_size(used)} of the {_size(quota.storage_bytes)} you"
+                f" may store, and this file needs {_size(adding)}; remove attachments you no"
+                " longer need, then attach it again."))
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("GiB", 1024 ** 3), ("MiB", 1024 ** 2), ("KiB", 1024)):
+        if count >= scale:
+            return f"{count / scale:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{count} bytes"
+
+
+def room_for(db: sqlite3.Connection, actor_id: str, invoice_id: str, client_key: str,
+             quota: Quota, at_least: int) -> None:
+    """Before a new file is read: refused if it cannot fit, judged by what is stored and the
+    least it can be. A key already bound is a replay, answered whatever the limits; `bind`
+    checks again under the write lock, which is the guarantee."""
+    if db.execute(
+            "SELECT 1 FROM request_bindings WHERE actor_id = ? AND kind = 'attachment'"
+            " AND request_id = ?", (actor_id, client_key)).fetchone():
+        return
+    refuse_past_quota(db, actor_id, invoice_id, quota, at_least)
+
+
 def look_up(db: sqlite3.Connection, actor_id: str, invoice_id: str, client_key: str,
             sha256: str) -> dict[str, Any] | None:
     """The attachment this key already made from these bytes, None if the key is free;
@@ -111,15 +173,19 @@ def look_up(db: sqlite3.Connection, actor_id: str, invoice_id: str, client_key: 
 
 
 def bind(db: sqlite3.Connection, actor_id: str, invoice_id: str, client_key: str,
-         upload: Upload, content_type: str, store: FileStore, now: float | None = None
-         ) -> tuple[dict[str, Any], bool]:
+         upload: Upload, content_type: str, store: FileStore, quota: Quota,
+         now: float | None = None) -> tuple[dict[str, Any], bool]:
     """Bind key -> attachment, checking the key again under the write lock: the same key and
-    bytes answer the first attachment, other bytes are 409 `client_key_conflict`."""
+    bytes answer the first attachment, other bytes are 409 `client_key_conflict`. A new
+    attachment must fit the actor's quota, which concurrent uploads cannot pass together."""
     now = clock(now)
     print_ = bindings.fingerprint({"invoice_id": invoice_id, "sha256": upload.sha256})
 
     def make(attachment_id: str) -> None:
         draft_of(db, actor_id, invoice_id)  # a replay is answered before this: issued or not
+        known = db.execute("SELECT 1 FROM attachments WHERE owner_id = ? AND sha256 = ?"
+                           " LIMIT 1", (actor_id, upload.sha256)).fetchone()
+        refuse_past_quota(db, actor_id, invoice_id, quota, 0 if known else upload.size)
         db.execute(
             "INSERT INTO attachments (id, owner_id, invoice_id, filename, content_type, size,"
             " sha256, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -157,8 +223,9 @@ def _unlink_if_unnamed(db: sqlite3.Connection, store: FileStore, actor_id: str,
 
 def remove(db: sqlite3.Connection, actor_id: str, attachment_id: str, store: FileStore
            ) -> None:
-    """Delete an attachment of a draft; its file goes when no other attachment of that actor
-    names the same bytes. The key is freed, so sending the file again attaches it again."""
+    """Delete an attachment of a draft; its file goes after the commit, when no other
+    attachment of that actor names the same bytes. The key is freed, so sending the file
+    again attaches it again."""
     row = db.execute("SELECT invoice_id, sha256 FROM attachments WHERE id = ? AND owner_id = ?",
                      (attachment_id, actor_id)).fetchone()
     if row is None:
@@ -170,7 +237,7 @@ def remove(db: sqlite3.Connection, actor_id: str, attachment_id: str, store: Fil
                       invoice_id=row["invoice_id"])
     db.execute("DELETE FROM request_bindings WHERE actor_id = ? AND kind = 'attachment'"
                " AND target_id = ?", (actor_id, attachment_id))
-    _unlink_if_unnamed(db, store, actor_id, row["sha256"])
+    store.forget(db, [(actor_id, row["sha256"])])
 
 
 def named_files(db: sqlite3.Connection) -> set[tuple[str, str]]:
@@ -193,8 +260,8 @@ def unnamed(db: sqlite3.Connection, store: FileStore, candidates: list[tuple[str
 
 def orphan_candidates(store: FileStore, grace_s: float = ORPHAN_GRACE_S,
                       now: float | None = None) -> list[tuple[str, str]]:
-    """Stored files older than the grace period, and stale temporary files removed at once:
-    an upload in progress is younger than the grace period."""
+    """Stored files older than the grace period; temporary files older than it are removed
+    at once unless an upload still holds them, however long it has been writing."""
     now = time.time() if now is None else now
     found: list[tuple[str, str]] = []
     for path in store.stored():
@@ -207,7 +274,7 @@ def orphan_candidates(store: FileStore, grace_s: float = ORPHAN_GRACE_S,
     for path in store.incoming.glob("*.part") if store.incoming.exists() else []:
         try:
             if now - path.stat().st_mtime > grace_s:
-                path.unlink(missing_ok=True)
+                remove_if_abandoned(path)
         except FileNotFoundError:
             continue
     return found

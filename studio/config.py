@@ -56,6 +56,9 @@ class Settings:
     proxy_headers: bool = False
     files_dir: Path | None = None  # attachments; None: `<db>.files/` beside the database
     max_upload_bytes: int = 10 * 1024 * 1024
+    # Distinct stored bytes per actor: the same file attached twice counts once.
+    max_storage_per_actor: int = 1024 ** 3
+    max_attachments_per_invoice: int = 50
 
     @property
     def files(self) -> Path:
@@ -99,6 +102,10 @@ def from_environment(env: dict[str, str] | None = None) -> Settings:
         files_dir=Path(env["STUDIO_FILES"]) if env.get("STUDIO_FILES") else None,
         max_upload_bytes=int(_number(env, "STUDIO_MAX_UPLOAD_BYTES", 10 * 1024 * 1024))
         or 10 * 1024 * 1024,
+        max_storage_per_actor=int(_number(env, "STUDIO_MAX_STORAGE_PER_ACTOR", 1024 ** 3))
+        or 1024 ** 3,
+        max_attachments_per_invoice=int(
+            _number(env, "STUDIO_MAX_ATTACHMENTS_PER_INVOICE", 50)) or 50,
     )
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import sqlite3
+
 REFUSALS: dict[str, tuple[int, str]] = {
     "not_signed_in": (401, "Sign in to continue."),
     "invalid_credentials": (401, "That email and password do not match an account."),
@@ -58,6 +61,17 @@ REFUSALS: dict[str, tuple[int, str]] = {
         429, "You have too many proposals still being written. Wait for some to finish, or"
              " cancel a request, then submit again."),
     "database_busy": (503, "The studio is busy; try again in a moment."),
+    "storage_quota_exceeded": (
+        413, "Your attachments use all the storage you have; remove some you no longer need,"
+             " then attach this file again."),
+    "too_many_attachments": (
+        409, "This invoice has as many attachments as one may hold; remove one first."),
+    "upload_lost": (
+        503, "The file was lost before it could be stored, and nothing was attached; send it"
+             " again."),
+    "insufficient_storage": (
+        507, "The studio's storage is full, so nothing was saved. Try again later; if it keeps"
+             " happening, tell whoever runs this studio to free some disk space."),
 }
 
 
@@ -74,3 +88,16 @@ class Refusal(Exception):
 
     def as_json(self) -> dict[str, str]:
         return {"detail": self.code, "message": self.message}
+
+
+# A file the system refuses to let grow: no space, a disk quota, or a file-size limit.
+NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+def storage_full(error: BaseException) -> bool:
+    """Whether the disk or the database had no room for a write: SQLite's own SQLITE_FULL, or
+    the system's refusal to grow a file."""
+    if isinstance(error, sqlite3.OperationalError):
+        return getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL \
+            or "database or disk is full" in str(error)
+    return isinstance(error, OSError) and error.errno in NO_ROOM

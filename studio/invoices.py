@@ -17,13 +17,16 @@ import json
 import sqlite3
 import uuid
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from studio import bindings, logs, metrics, money, paging
 from studio.auth import Actor
 from studio.db import Database, after_commit, clock, continue_legacy_series
 from studio.errors import Refusal
 from studio.leases import timestamp
+
+if TYPE_CHECKING:
+    from studio.attachments import FileStore
 
 MAX_CUSTOMER = 200
 PREFIXES = {"invoice": "INV", "credit_note": "CN"}
@@ -281,13 +284,26 @@ def edit_draft(db: sqlite3.Connection, actor_id: str, invoice_id: str, revision:
 
 
 def delete_draft(db: sqlite3.Connection, actor_id: str, invoice_id: str,
-                 now: float | None = None) -> None:
-    """A draft leaves the person's lists; its row stays for the requests that named it."""
+                 now: float | None = None, store: FileStore | None = None) -> None:
+    """A draft leaves the person's lists; its row stays for the requests that named it. Its
+    attachments go with it, their keys freed, and their files after the commit once nothing
+    names them (without `store`, or after a crash, the orphan sweep removes them)."""
     now = clock(now)
     _refuse_unless_draft(db, actor_id, invoice_id)
     db.execute(
         "UPDATE invoices SET status = 'deleted', updated_at = ? WHERE id = ? AND owner_id = ?"
         " AND status = 'draft'", (now, invoice_id, actor_id))
+    attached = db.execute("SELECT id, sha256 FROM attachments WHERE invoice_id = ?",
+                          (invoice_id,)).fetchall()
+    db.execute("DELETE FROM request_bindings WHERE actor_id = ? AND kind = 'attachment'"
+               " AND target_id IN (SELECT id FROM attachments WHERE invoice_id = ?)",
+               (actor_id, invoice_id))
+    db.execute("DELETE FROM attachments WHERE invoice_id = ?", (invoice_id,))
+    for row in attached:
+        logs.state_change("attachment", row["id"], actor_id, "attached", "deleted",
+                          "draft_deleted", invoice_id=invoice_id)
+    if store is not None:
+        store.forget(db, sorted({(actor_id, row["sha256"]) for row in attached}))
 
 
 def make_credit_note(db: sqlite3.Connection, actor_id: str, invoice_id: str,

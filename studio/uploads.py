@@ -4,20 +4,25 @@ python-multipart's push parser is fed the body chunk by chunk. The file part goe
 to a temporary file in the store's own folder while it is counted and hashed; past the limit
 the reading stops before the rest of the body is read. Fields other than the file are short
 text (the client key) and are capped too.
+
+The temporary file is locked (flock) from its creation until the upload is done with it: the
+sweep, in this process or any other sharing the folder, removes only the ones it can lock.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import hashlib
 import os
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from python_multipart.multipart import MultipartParser, parse_options_header
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from studio.errors import Refusal
 
@@ -38,11 +43,50 @@ class Upload:
     size: int = 0
     sha256: str = ""
     head: bytes = b""
+    # Open, and so locked, until discarded: the file may be linked into place again later.
+    handle: IO[bytes] | None = field(default=None, repr=False)
 
     def discard(self) -> None:
         if self.path is not None:
             self.path.unlink(missing_ok=True)
             self.path = None
+        if self.handle is not None:
+            self.handle.close()
+            self.handle = None
+
+
+def claimed_part(folder: Path) -> tuple[Path, IO[bytes]]:
+    """A new temporary file, locked by this upload. A sweep that got in between its creation
+    and the lock has unlinked it: then another name is taken."""
+    while True:
+        path = folder / f"{uuid.uuid4().hex}.part"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        if os.fstat(fd).st_nlink:
+            return path, os.fdopen(fd, "wb")
+        os.close(fd)
+
+
+def remove_if_abandoned(path: Path) -> bool:
+    """Remove a temporary file no upload holds any more; one still locked is being written
+    (or waits to be linked) and is left alone."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        path.unlink(missing_ok=True)
+        return True
+    finally:
+        os.close(fd)
 
 
 def clean_filename(raw: str) -> str:
@@ -63,7 +107,6 @@ class _Reader:
         self._disposition = b""
         self._name = ""
         self._value = b""
-        self._file: IO[bytes] | None = None
         self._digest = hashlib.sha256()
         self.too_large = False
         self.parts = 0
@@ -93,18 +136,16 @@ class _Reader:
     def on_headers_finished(self) -> None:
         _, options = parse_options_header(self._disposition)
         self._name = options.get(b"name", b"").decode("utf-8", "replace")
-        if self._name == "file" and self._file is not None:
+        if self._name == "file" and self.upload.handle is not None:
             raise Refusal("invalid_body", "Send one file at a time.")
         if b"filename" in options and self._name == "file":
             self.upload.filename = clean_filename(options[b"filename"].decode("utf-8",
                                                                               "replace"))
-            self.upload.path = self.folder / f"{uuid.uuid4().hex}.part"
-            fd = os.open(self.upload.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            self._file = os.fdopen(fd, "wb")
+            self.upload.path, self.upload.handle = claimed_part(self.folder)
 
     def on_part_data(self, data: bytes, start: int, end: int) -> None:
         chunk = data[start:end]
-        if self._file is not None and self._name == "file":
+        if self.upload.handle is not None and self._name == "file":
             self.upload.size += len(chunk)
             if self.upload.size > self.limit:
                 self.too_large = True
@@ -114,7 +155,7 @@ class _Reader:
             # Hashing and writing a chunk take microseconds: a thread hop per chunk would cost
             # more than it saves. Only the fsync, which waits for the disk, goes to a thread.
             self._digest.update(chunk)
-            self._file.write(chunk)
+            self.upload.handle.write(chunk)
         elif len(self._value) + len(chunk) <= MAX_FIELD_BYTES:
             self._value += chunk
         else:
@@ -124,22 +165,32 @@ class _Reader:
         if self._name and self._name != "file":
             self.upload.fields[self._name] = self._value.decode("utf-8", "replace")
 
-    def close(self) -> None:
-        if self._file is not None and not self._file.closed:
-            self._file.close()
-
     def finish(self) -> None:
-        """On disk before anything names it."""
-        if self._file is not None and not self._file.closed:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
+        """On disk before anything names it; kept open, so still locked."""
+        if self.upload.handle is not None:
+            self.upload.handle.flush()
+            os.fsync(self.upload.handle.fileno())
             self.upload.sha256 = self._digest.hexdigest()
 
 
-async def read_upload(request: Request, folder: Path, limit: int) -> Upload:
+def _parse(step: Callable[..., object], *chunk: bytes) -> None:
+    """One step of the parser; its own errors, whatever their class, are a malformed body.
+    A file write that fails (a full disk) is not."""
+    try:
+        step(*chunk)
+    except (Refusal, OSError):
+        raise
+    except Exception:
+        raise Refusal("invalid_body", "The multipart body could not be read.") from None
+
+
+async def read_upload(request: Request, folder: Path, limit: int,
+                      before_file: Callable[[dict[str, str]], Awaitable[None]] | None = None
+                      ) -> Upload:
     """The multipart body, its file part in `folder`; 413 past `limit` bytes of file, counted
-    as they arrive (a declared length over the limit is refused before reading at all)."""
+    as they arrive (a declared length over the limit is refused before reading at all).
+    `before_file` sees the fields sent before the file as soon as the file begins, and may
+    refuse it before the rest is read."""
     content_type, options = parse_options_header(request.headers.get("content-type", ""))
     boundary = options.get(b"boundary")
     if content_type != b"multipart/form-data" or not boundary:
@@ -154,32 +205,34 @@ async def read_upload(request: Request, folder: Path, limit: int) -> Upload:
         raise too_large
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     reader = _Reader(folder, limit)
+    parser = MultipartParser(boundary, {  # type: ignore[arg-type]
+        name: getattr(reader, name) for name in (
+            "on_part_begin", "on_part_data", "on_part_end", "on_header_field",
+            "on_header_value", "on_header_end", "on_headers_finished", "on_end")})
     received = 0
     try:
-        parser = MultipartParser(boundary, {  # type: ignore[arg-type]
-            name: getattr(reader, name) for name in (
-                "on_part_begin", "on_part_data", "on_part_end", "on_header_field",
-                "on_header_value", "on_header_end", "on_headers_finished", "on_end")})
         async for chunk in request.stream():
             received += len(chunk)
             if received > limit + ENVELOPE_BYTES:
                 raise too_large
-            parser.write(chunk)
+            _parse(parser.write, chunk)
             if reader.too_large:
                 raise too_large
-        parser.finalize()
+            if before_file is not None and reader.upload.handle is not None:
+                await before_file(dict(reader.upload.fields))
+                before_file = None
+        _parse(parser.finalize)
         if not reader.ended:  # the parser does not check this itself
             raise Refusal("invalid_body", "The upload was cut off before its end; send the "
                                           "file again.")
-    except Refusal:
-        reader.close()
+        await asyncio.to_thread(reader.finish)
+    except ClientDisconnect:
+        reader.upload.discard()
+        raise Refusal("invalid_body", "The upload was cut off before its end; send the "
+                                      "file again.") from None
+    except BaseException:  # refused, a full disk (507), a cancelled request: no file stays
         reader.upload.discard()
         raise
-    except Exception:  # a malformed body: the parser's own errors, whatever their class
-        reader.close()
-        reader.upload.discard()
-        raise Refusal("invalid_body", "The multipart body could not be read.") from None
-    await asyncio.to_thread(reader.finish)
     if reader.upload.path is None or not reader.upload.sha256:
         reader.upload.discard()
         raise Refusal("invalid_body", "Choose a file to attach (a field named file).")

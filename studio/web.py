@@ -25,7 +25,7 @@ from studio import accounts, intents, invoices, leases, paging
 from studio.auth import SESSION_COOKIE, Actor, Sessions
 from studio.config import Settings
 from studio.db import Database
-from studio.errors import Refusal
+from studio.errors import Refusal, storage_full
 from studio.memo import Memo
 from studio.providers import Providers
 from studio.purposes import PURPOSES
@@ -157,11 +157,21 @@ async def on_http_error(request: Request, exc: Exception) -> Response:
 
 
 async def on_database_error(request: Request, exc: Exception) -> Response:
-    """A lock held past the busy timeout is a busy answer, never a 500."""
+    """A lock held past the busy timeout is a busy answer, a full disk or database 507 (the
+    transaction rolled back), never a 500."""
+    if storage_full(exc):
+        return refusal_response(request, Refusal("insufficient_storage"))
     if "locked" in str(exc) or "busy" in str(exc):
         response = refusal_response(request, Refusal("database_busy"))
         response.headers["Retry-After"] = "1"
         return response
+    raise exc
+
+
+async def on_file_error(request: Request, exc: Exception) -> Response:
+    """A file that cannot grow (a full disk, a quota) is 507, never a 500."""
+    if storage_full(exc):
+        return refusal_response(request, Refusal("insufficient_storage"))
     raise exc
 
 
@@ -468,6 +478,7 @@ EXCEPTION_HANDLERS = {
     Refusal: on_refusal,
     HTTPException: on_http_error,
     sqlite3.OperationalError: on_database_error,
+    OSError: on_file_error,
     sqlite3.IntegrityError: on_integrity_error,
 }
 

@@ -131,3 +131,45 @@ def test_ten_concurrent_10_mib_uploads_raise_peak_memory_by_less_than_50_mb(tmp_
         assert scalar(db_path, "SELECT COUNT(*) FROM attachments WHERE size = ?", size) == 10
     finally:
         server.stop()
+
+
+def test_a_sweep_in_another_process_never_removes_a_file_an_upload_still_writes(tmp_path):
+    db_path = tmp_path / "studio.db"
+    server = start_server(db_path, "--demo")
+    invoice, actor_id = draft_of_ada(db_path)
+    client = sign_in(server.url)
+    store = FileStore(Path(str(db_path) + ".files"))
+    content = pdf_of(300_000, 3)
+    release = threading.Event()
+    outcome: list[object] = []
+
+    def trickle():  # type: ignore[no-untyped-def]
+        yield (b"--b\r\nContent-Disposition: form-data; name=\"client_key\"\r\n\r\nslow\r\n"
+               b"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"s.pdf\"\r\n"
+               b"\r\n" + content[:1000])
+        release.wait(30)
+        yield content[1000:] + b"\r\n--b--\r\n"
+
+    def upload() -> None:
+        outcome.append(client.post(f"/invoices/{invoice}/attachments", content=trickle(),
+                                   headers={"Content-Type": "multipart/form-data; boundary=b"}))
+
+    sender = threading.Thread(target=upload)
+    sender.start()
+    try:
+        wait_until(lambda: any(store.incoming.glob("*.part")), 30, "the upload to begin its file")
+        [part] = list(store.incoming.glob("*.part"))
+        # This test process is not the server: the sweep runs as another `studio` would.
+        attachments.orphan_candidates(store, grace_s=0, now=time.time() + 60)
+        assert part.exists()
+    finally:
+        release.set()
+        sender.join(30)
+    try:
+        reply = outcome[0]
+        assert isinstance(reply, httpx.Response) and reply.status_code == 201, reply
+        assert store.path_of(actor_id, hashlib.sha256(content).hexdigest()).read_bytes() == content
+        assert scalar(db_path, "SELECT COUNT(*) FROM attachments") == 1
+    finally:
+        client.close()
+        server.stop()

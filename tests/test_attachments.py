@@ -377,3 +377,122 @@ async def test_studio_check_finds_a_missing_or_damaged_file_in_its_owners_folder
     kept.unlink()
     missing = files_vs_rows(target)
     assert not missing.ok and f"missing: {made['sha256']}" in missing.detail
+
+
+async def test_deleting_a_draft_deletes_its_attachments_and_their_files_once_nothing_names_them(
+        studio):
+    client = await studio.signed_in()
+    invoice = await draft_id(client)
+    other = (await client.post("/invoices", json={
+        "customer": "Acme Ltd", "currency": "EUR", "due_date": "2027-01-31", "line_items": [
+            {"description": "Widgets", "quantity": "1", "unit_price": "1", "tax_rate": "0"}]}
+    )).json()["id"]
+    only = (await send(client, invoice, "k-only", png(51))).json()
+    shared = (await send(client, invoice, "k-shared", png(52))).json()
+    elsewhere = (await send(client, other, "k-elsewhere", png(52))).json()
+    db, store = studio.settings.db_path, FileStore(studio.settings.files)
+    actor_id = scalar(db, "SELECT owner_id FROM invoices WHERE id = ?", invoice)
+
+    assert (await client.delete(f"/invoices/{invoice}")).status_code == 200
+    assert scalar(db, "SELECT COUNT(*) FROM attachments WHERE invoice_id = ?", invoice) == 0
+    assert scalar(db, "SELECT COUNT(*) FROM request_bindings WHERE kind = 'attachment'"
+                      " AND request_id IN ('k-only', 'k-shared')") == 0
+    assert not store.path_of(actor_id, only["sha256"]).exists()
+    assert store.path_of(actor_id, shared["sha256"]).read_bytes() == png(52)  # still named
+    for gone in (only, shared):
+        assert (await client.get(f"/attachments/{gone['attachment_id']}")).status_code == 404
+    assert (await client.get(f"/attachments/{elsewhere['attachment_id']}")).content == png(52)
+    # A resent upload to the deleted draft: the draft is gone, not a server error.
+    resent = await send(client, invoice, "k-only", png(51))
+    assert resent.status_code == 404 and resent.json()["detail"] == "invoice_not_found"
+    assert stored(studio) == [store.path_of(actor_id, shared["sha256"])]
+
+
+async def test_a_crash_after_a_draft_is_deleted_leaves_only_orphans_the_sweep_removes(studio):
+    from studio import invoices
+    from studio.db import in_transaction
+
+    client = await studio.signed_in()
+    invoice = await draft_id(client)
+    made = (await send(client, invoice, "k-crash", png(53))).json()
+    db_path = studio.settings.db_path
+    actor_id = scalar(db_path, "SELECT owner_id FROM invoices WHERE id = ?", invoice)
+    # The rows go in the transaction; a process that dies right after its commit never
+    # removes the file.
+    db = sqlite3.connect(db_path, isolation_level=None)
+    db.row_factory = sqlite3.Row
+    try:
+        in_transaction(db, invoices.delete_draft, actor_id, invoice)
+    finally:
+        db.close()
+    left = FileStore(studio.settings.files).path_of(actor_id, made["sha256"])
+    assert scalar(db_path, "SELECT COUNT(*) FROM attachments") == 0 and left.exists()
+    swept = await attachments.sweep_orphans(studio.studio.db, FileStore(studio.settings.files),
+                                            now=time.time() + 2 * attachments.ORPHAN_GRACE_S)
+    assert swept == 1 and not left.exists()
+
+
+def _trickled(boundary: str, key: str, content: bytes, started: asyncio.Event,
+              release: asyncio.Event):  # type: ignore[no-untyped-def]
+    async def body():
+        yield (f"--{boundary}\r\nContent-Disposition: form-data; name=\"client_key\"\r\n\r\n"
+               f"{key}\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
+               f"filename=\"slow.pdf\"\r\nContent-Type: application/pdf\r\n\r\n").encode() \
+            + content[:100]
+        started.set()
+        await release.wait()
+        yield content[100:] + f"\r\n--{boundary}--\r\n".encode()
+    return body()
+
+
+async def _upload_in_progress(client, invoice: str, key: str, content: bytes, incoming: Path
+                              ) -> tuple[asyncio.Future, asyncio.Event, Path]:
+    started, release = asyncio.Event(), asyncio.Event()
+    reply = asyncio.ensure_future(client.post(
+        f"/invoices/{invoice}/attachments", content=_trickled("b", key, content, started, release),
+        headers={"Content-Type": "multipart/form-data; boundary=b"}))
+    await asyncio.wait_for(started.wait(), 10)
+    [part] = list(incoming.glob("*.part"))
+    return reply, release, part
+
+
+async def test_the_sweep_never_removes_a_file_an_upload_still_writes(studio):
+    client = await studio.signed_in()
+    invoice = await draft_id(client)
+    store = FileStore(studio.settings.files)
+    content = PDF + os.urandom(50_000)
+    reply, release, part = await _upload_in_progress(client, invoice, "slow", content,
+                                                     store.incoming)
+    # Long after the grace period, by the sweep's clock: still being written, so kept.
+    await attachments.sweep_orphans(studio.studio.db, store, grace_s=0, now=time.time() + 60)
+    assert part.exists()
+    release.set()
+    answered = await reply
+    assert answered.status_code == 201, answered.text
+    actor_id = scalar(studio.settings.db_path, "SELECT owner_id FROM invoices WHERE id = ?",
+                      invoice)
+    assert store.path_of(actor_id, answered.json()["sha256"]).read_bytes() == content
+    assert not part.exists()
+    # A temporary file nobody writes any more (its upload died with its process) is swept.
+    abandoned = store.incoming / "abandoned.part"
+    abandoned.write_bytes(b"half a receipt")
+    await attachments.sweep_orphans(studio.studio.db, store, grace_s=0, now=time.time() + 60)
+    assert not abandoned.exists()
+
+
+async def test_an_upload_whose_file_vanished_before_linking_is_a_retryable_503(studio):
+    client = await studio.signed_in()
+    invoice = await draft_id(client)
+    store = FileStore(studio.settings.files)
+    content = PDF + os.urandom(50_000)
+    before = database_digest(studio.settings.db_path)
+    reply, release, part = await _upload_in_progress(client, invoice, "vanish", content,
+                                                     store.incoming)
+    part.unlink()  # removed by hand, past every lock
+    release.set()
+    answered = await reply
+    assert answered.status_code == 503, answered.text
+    assert answered.json()["detail"] == "upload_lost" and answered.headers["retry-after"]
+    assert database_digest(studio.settings.db_path) == before and files(studio) == []
+    again = await send(client, invoice, "vanish", content, "slow.pdf")
+    assert again.status_code == 201, again.text

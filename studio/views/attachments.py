@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from urllib.parse import quote
 
 from starlette.requests import Request
@@ -10,9 +11,12 @@ from starlette.responses import FileResponse, JSONResponse, Response
 
 from studio import attachments, bindings, invoices, metrics
 from studio.attachments import FileStore
+from studio.db import Database
 from studio.errors import Refusal
-from studio.uploads import read_upload
+from studio.uploads import ENVELOPE_BYTES, read_upload
 from studio.web import PRIVATE, answer_kind, current_actor, path_id, read_body, render, studio_of
+
+log = logging.getLogger("studio.attachments")
 
 # Served bytes never run: no sniffing, no scripts, no framing, not kept by any cache.
 SERVED = {"X-Content-Type-Options": "nosniff", "Cache-Control": "private, no-store",
@@ -35,11 +39,25 @@ async def upload(request: Request) -> Response:
     invoice_id = path_id(request, "invoice_id", "invoice_not_found")
     actor = await current_actor(request)
     studio = studio_of(request)
+    settings = studio.settings
+    quota = attachments.Quota(settings.max_storage_per_actor,
+                              settings.max_attachments_per_invoice)
     # An issued invoice still answers a resent upload that attached before the issue: the
     # same request twice is one request. Only a new one is refused (below, and in `bind`).
     invoice = await studio.db.read(invoices.owned, actor.id, invoice_id)
+    declared = request.headers.get("content-length", "")
+    at_least = max(0, int(declared) - ENVELOPE_BYTES) \
+        if declared.isascii() and declared.isdigit() else 0
+
+    async def room_before_file(fields: dict[str, str]) -> None:
+        # Only with its key known can a replay be told apart; otherwise `bind` judges alone.
+        if "client_key" in fields:
+            await studio.db.read(attachments.room_for, actor.id, invoice_id,
+                                 fields["client_key"], quota, at_least)
+
     store = store_of(request).ensure()  # owner-only before the first file lands in it
-    received = await read_upload(request, store.incoming, studio.settings.max_upload_bytes)
+    received = await read_upload(request, store.incoming, settings.max_upload_bytes,
+                                 room_before_file)
     try:
         client_key = bindings.parse_request_id(received.fields, "client_key",
                                                "invalid_client_key")
@@ -49,14 +67,13 @@ async def upload(request: Request) -> Response:
         if listed is None:
             attachments.refuse_if_issued(invoice)  # `bind` checks again under the lock
             content_type = attachments.sniff(received.head)
-            await asyncio.to_thread(store.place, received, actor.id)
             try:
+                await asyncio.to_thread(store.place, received, actor.id)
                 listed, created = await studio.db.write(
                     attachments.bind, actor.id, invoice_id, client_key, received,
-                    content_type, store)
-            except Refusal:  # issued, deleted or bound meanwhile: leave no file behind
-                await studio.db.write(attachments.unnamed, store,
-                                      [(actor.id, received.sha256)])
+                    content_type, store, quota)
+            except Exception:  # refused, issued meanwhile, a full disk: leave no file behind
+                await _leave_no_file(studio.db, store, actor.id, received.sha256)
                 raise
     finally:
         received.discard()
@@ -65,6 +82,13 @@ async def upload(request: Request) -> Response:
     if answer_kind(request) == "fragment":
         return await attachment_list(request)
     return JSONResponse(listed, status_code=201 if created else 200, headers=PRIVATE)
+
+
+async def _leave_no_file(db: Database, store: FileStore, actor_id: str, sha256: str) -> None:
+    try:
+        await db.write(attachments.unnamed, store, [(actor_id, sha256)])
+    except Exception:  # the sweep removes it later; the first failure is the answer
+        log.warning("an unbound upload's file stays until the sweep", exc_info=True)
 
 
 async def attachment_list(request: Request) -> Response:

@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from studio import bindings, documents, invoices, leases, money, paging, profiles
+from studio.attachments import FileStore
 from studio.errors import Refusal
 from studio.web import (
     PRIVATE,
@@ -122,7 +123,8 @@ async def delete_invoice(request: Request) -> Response:
     invoice_id = path_id(request, "invoice_id", "invoice_not_found")
     await read_body(request)
     actor = await current_actor(request)
-    await studio_of(request).db.write(invoices.delete_draft, actor.id, invoice_id)
+    await studio_of(request).db.write(invoices.delete_draft, actor.id, invoice_id,
+                                      store=FileStore(studio_of(request).settings.files))
     return moved_to(request, "/invoices", {"status": "deleted", "invoice_id": invoice_id})
 
 

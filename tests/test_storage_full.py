@@ -1,0 +1,174 @@
+"""A full database or disk: 507 `insufficient_storage` on every route, never 500, and nothing
+half-written. The database is made full for real: SQLite itself refuses the write."""
+
+from __future__ import annotations
+
+import errno
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from studio.demo import DEMO_PASSWORD
+from tests.conftest import (
+    ROOT,
+    Server,
+    database_digest,
+    free_port,
+    lease_body,
+    scalar,
+    sign_in,
+    studio_env,
+    wait_for_server,
+)
+from tests.test_attachments import PDF, draft_id, files, png, send
+from tests.test_invoices import draft_body
+
+pytestmark = pytest.mark.anyio
+
+NO_ROOM = 64 * 1024 * 1024  # more than any free page of a test database could hold
+
+
+def fill(db: sqlite3.Connection) -> None:
+    """Make every write of this connection need room the file may not grow to: each table
+    write also adds a large blob, and the file may not grow past its present pages. SQLite
+    then refuses it with its own 'database or disk is full'. Both live on this connection only."""
+    db.execute("CREATE TABLE IF NOT EXISTS ballast (bytes BLOB)")
+    tables = [row[0] for row in db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        " AND name != 'ballast'")]
+    for table in tables:
+        for event in ("INSERT", "UPDATE", "DELETE"):
+            db.execute(f"CREATE TEMP TRIGGER full_{table}_{event.lower()} AFTER {event} ON"
+                       f" main.{table} BEGIN INSERT INTO ballast VALUES (zeroblob({NO_ROOM}));"
+                       " END")
+    pages = db.execute("PRAGMA page_count").fetchone()[0]
+    db.execute(f"PRAGMA max_page_count = {pages}")
+
+
+def make_room(db: sqlite3.Connection) -> None:
+    for (name,) in db.execute("SELECT name FROM temp.sqlite_master WHERE type = 'trigger'"
+                              ).fetchall():
+        db.execute(f"DROP TRIGGER temp.{name}")
+    db.execute("PRAGMA max_page_count = 1073741823")
+
+
+async def test_a_full_database_is_507_on_every_write_route_and_nothing_is_written(studio):
+    client = await studio.signed_in()
+    invoice = await draft_id(client)
+    attached = (await send(client, invoice, "before", png(1))).json()
+    revision = (await client.get(f"/invoices/{invoice}")).json()["revision"]
+    issued = studio.invoice_ids()[0]
+    db_path = studio.settings.db_path
+    await studio.studio.db.on_writer(fill)
+    before, kept = database_digest(db_path), files(studio)
+
+    newcomer = studio.client()
+    answers = {
+        "sign in": await newcomer.post("/login", json={"email": "ben@example.com",
+                                                       "password": DEMO_PASSWORD}),
+        "new draft": await client.post("/invoices", json=draft_body(request_id="full-1")),
+        "edit": await client.patch(f"/invoices/{invoice}",
+                                   json={"revision": revision, "customer": "Else"}),
+        "upload": await send(client, invoice, "during", png(2)),
+        "remove attachment": await client.delete(f"/attachments/{attached['attachment_id']}"),
+        "issue": await client.post(f"/invoices/{invoice}/issue",
+                                   json={"request_id": "issue-full", "revision": revision}),
+        "credit note": await client.post(f"/invoices/{issued}/credit-note"),
+        "settings": await client.post("/settings", json={"name": "Ada Ltd"}),
+        "ask for suggestions": await client.post("/leases", json=lease_body([invoice])),
+        "delete draft": await client.delete(f"/invoices/{invoice}"),
+    }
+    assert {what: reply.status_code for what, reply in answers.items()} == {
+        what: 507 for what in answers}, {what: r.text[:200] for what, r in answers.items()}
+    for reply in answers.values():
+        assert reply.json()["detail"] == "insufficient_storage"
+        assert "storage is full" in reply.json()["message"]
+    assert database_digest(db_path) == before
+    assert files(studio) == kept
+    assert not list((studio.settings.files / "incoming").iterdir())
+
+    # As a page and as a fragment the person reads the same sentence, not an error page.
+    form = {"customer": "Acme", "currency": "EUR", "due_date": "2027-01-31",
+            "description": "Widgets", "quantity": "1", "unit_price": "5", "tax_rate": "0"}
+    page = await client.post("/invoices", data=form, headers={"Accept": "text/html"})
+    fragment = await client.post("/invoices", data=form,
+                                 headers={"Accept": "text/html", "HX-Request": "true"})
+    assert (page.status_code, fragment.status_code) == (507, 507)
+    assert "storage is full" in page.text and "storage is full" in fragment.text
+    assert database_digest(db_path) == before
+
+    await studio.studio.db.on_writer(make_room)  # space freed: the studio carries on
+    made = await client.post("/invoices", json=draft_body(request_id="full-1"))
+    assert made.status_code == 201, made.text
+    assert scalar(db_path, "SELECT COUNT(*) FROM invoices WHERE id = ?", made.json()["id"]) == 1
+
+
+async def test_a_full_disk_while_the_upload_is_synced_is_507_and_leaves_no_file(
+        studio, monkeypatch):
+    client = await studio.signed_in()
+    invoice = await draft_id(client)
+    before = database_digest(studio.settings.db_path)
+
+    def no_space(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr("studio.uploads.os.fsync", no_space)
+    reply = await send(client, invoice, "k-full", PDF, "r.pdf")
+    monkeypatch.undo()
+    assert reply.status_code == 507, reply.text
+    assert reply.json()["detail"] == "insufficient_storage"
+    assert database_digest(studio.settings.db_path) == before
+    assert files(studio) == []
+    retry = await send(client, invoice, "k-full", PDF, "r.pdf")
+    assert retry.status_code == 201, retry.text
+
+
+def start_limited_server(db_path: Path, file_limit: int) -> Server:
+    """`studio serve --demo` whose files may not grow past `file_limit` bytes (RLIMIT_FSIZE):
+    a write past it fails as on a full disk, no root needed."""
+    port = free_port()
+    log_path = db_path.with_name(f"serve-{port}.log")
+    limited = ("import resource, runpy, sys;"
+               f" resource.setrlimit(resource.RLIMIT_FSIZE, ({file_limit}, {file_limit}));"
+               " sys.argv = ['studio', *sys.argv[1:]];"
+               " runpy.run_module('studio.cli', run_name='__main__')")
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-c", limited, "serve", "--host", "127.0.0.1", "--port",
+             str(port), "--demo"], cwd=ROOT, env=studio_env(db_path), stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True)
+    server = Server(process, f"http://127.0.0.1:{port}", log_path)
+    wait_for_server(server)
+    return server
+
+
+def test_a_file_that_cannot_grow_is_507_on_a_real_server_and_leaves_no_file(tmp_path):
+    db_path = tmp_path / "studio.db"
+    server = start_limited_server(db_path, 4 * 1024 * 1024)
+    client = sign_in(server.url)
+    try:
+        invoice = next(i["id"] for i in client.get("/invoices").json()
+                       if i["status"] == "draft")
+        big = PDF + os.urandom(6 * 1024 * 1024)
+        reply = client.post(f"/invoices/{invoice}/attachments", data={"client_key": "big"},
+                            files={"file": ("big.pdf", big, "application/pdf")})
+        assert reply.status_code == 507, reply.text
+        assert reply.json()["detail"] == "insufficient_storage"
+        assert scalar(db_path, "SELECT COUNT(*) FROM attachments") == 0
+        store = Path(str(db_path) + ".files")
+        assert [p for p in store.rglob("*") if p.is_file()] == []
+        small = client.post(f"/invoices/{invoice}/attachments", data={"client_key": "small"},
+                            files={"file": ("small.pdf", PDF, "application/pdf")})
+        assert small.status_code == 201, small.text
+    except (AssertionError, httpx.HTTPError):
+        print(server.log())
+        raise
+    finally:
+        client.close()
+        server.stop()
+    assert "Traceback" not in server.log()

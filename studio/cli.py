@@ -265,29 +265,26 @@ def audit(args: argparse.Namespace) -> None:
 
 
 def import_file(args: argparse.Namespace) -> None:
-    from studio.db import in_transaction
+    """The whole file is read and checked first; then one short transaction inserts it."""
+    from studio.db import in_snapshot
     from studio.imports import ImportError_, import_drafts, read_file
 
     settings = _settings(args)
     logs.configure(settings.log_format)
     try:
-        planned = read_file(Path(args.file))
+        prepared = read_file(Path(args.file))
         email = accounts.normal_email(args.owner)
         db = _store(settings)
         try:
-            owner = in_transaction(db, accounts.actor_of, email)
-            if args.dry_run:  # every check runs; the rollback writes nothing
-                try:
-                    in_transaction(db, _rehearse, owner, planned)
-                except _DryRun as rehearsed:
-                    outcome = rehearsed.outcome
-            else:
-                outcome = in_transaction(db, import_drafts, owner, planned)
+            owner = in_snapshot(db, accounts.actor_of, email)
+            outcome = import_drafts(db, owner, prepared, dry_run=args.dry_run)
         finally:
             db.close()
     except ImportError_ as error:
-        for problem in error.problems[:50]:
+        for problem in error.problems[:SHOWN_PROBLEMS]:
             print(problem, file=sys.stderr)
+        if len(error.problems) > SHOWN_PROBLEMS:
+            print(f"... and {len(error.problems) - SHOWN_PROBLEMS} more.", file=sys.stderr)
         raise CommandError(f"Nothing was imported: {len(error.problems)} problem(s) in "
                            f"{args.file}.") from None
     except accounts.AccountError as error:
@@ -297,17 +294,7 @@ def import_file(args: argparse.Namespace) -> None:
           "before and stay as they are.")
 
 
-class _DryRun(Exception):
-    """Carries a rehearsed import's outcome out of its transaction, which then rolls back."""
-
-    def __init__(self, outcome: object) -> None:
-        self.outcome = outcome
-
-
-def _rehearse(db: sqlite3.Connection, owner: str, planned: list) -> None:
-    from studio.imports import import_drafts
-
-    raise _DryRun(import_drafts(db, owner, planned))
+SHOWN_PROBLEMS = 200
 
 
 # --- the command line -------------------------------------------------------------------------

@@ -3,8 +3,12 @@
 Each draft names an `external_id`. It is bound, like every other intent, through the request
 binding: (owner, "import", external_id) -> the draft it made. Importing the same file again
 finds every id bound to the same content and makes nothing; an id bound to other content
-refuses the whole file. Every row is checked as the API checks a draft, and every problem
-names its line (CSV) or item (JSON) and its field.
+refuses the whole file.
+
+The whole file is read, checked and normalised before anything is written, and every
+problem is listed by its line (CSV) or item (JSON) and field. Only then does one short
+transaction insert the prepared rows, so a large file holds the write lock for the inserts
+alone and a studio serving the same database keeps answering.
 """
 
 from __future__ import annotations
@@ -12,23 +16,34 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import sqlite3
-from dataclasses import dataclass, field
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from studio import invoices, money
-from studio.db import clock
+from studio import bindings, invoices, money
+from studio.db import clock, in_transaction
 from studio.errors import Refusal
 
 CSV_HEADER = ["external_id", "customer", "currency", "due_date", "description", "quantity",
               "unit_price", "tax_rate"]
 DRAFT_FIELDS = ("customer", "currency", "due_date")
+LINE_FIELDS = ("description", "quantity", "unit_price", "tax_rate")
 MAX_BYTES = 20 * 1024 * 1024
+MAX_DRAFTS = 50_000
+MAX_EXTERNAL_ID = 100
+# Stand-ins that pass every check, so one field at a time can be checked by the same parse
+# functions the API uses: each problem is then named by its own field.
+VALID_LINE = {"description": "-", "quantity": "1", "unit_price": "0", "tax_rate": "0"}
+VALID_DRAFT = {"customer": "-", "currency": "EUR", "due_date": "2000-01-01",
+               "line_items": [VALID_LINE]}
+_LINE_PREFIX = re.compile(r"^Line \d+: ")
 
 
 class ImportError_(Exception):  # noqa: N801 - `ImportError` is Python's own
-    """A file that cannot be imported, with every problem found (at most a screenful)."""
+    """A file that cannot be imported, with every problem found."""
 
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
@@ -37,89 +52,22 @@ class ImportError_(Exception):  # noqa: N801 - `ImportError` is Python's own
 
 @dataclass
 class Planned:
-    """One draft to import: where it came from, and its body as the API would take it."""
+    """One draft as the file gives it: where it came from, its body as the API would take it."""
 
     external_id: str
     where: str  # "line 4" or "item 2", for messages
-    body: dict[str, Any] = field(default_factory=dict)
+    body: dict[str, Any]
+    lines_checked: bool = False  # CSV: each line was checked as its row was read
 
 
-def read_file(path: Path) -> list[Planned]:
-    """The drafts a file holds, by `external_id`, in file order; every problem at once."""
-    if not path.is_file():
-        raise ImportError_([f"There is no file at {path}."])
-    if path.stat().st_size > MAX_BYTES:
-        raise ImportError_([f"{path} is larger than {MAX_BYTES // 2**20} MiB; split it."])
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise ImportError_([f"{path} is not UTF-8 text."]) from None
-    if path.suffix.lower() == ".json" or text.lstrip().startswith("["):
-        return _from_json(text)
-    return _from_csv(text)
+@dataclass(frozen=True)
+class Prepared:
+    """One draft checked and normalised, ready to insert."""
 
-
-def _from_json(text: str) -> list[Planned]:
-    try:
-        items = json.loads(text)
-    except ValueError as error:
-        raise ImportError_([f"The JSON does not parse: {error}."]) from None
-    if not isinstance(items, list):
-        raise ImportError_(["The JSON must be a list of drafts, each with an external_id."])
-    planned: dict[str, Planned] = {}
-    problems = []
-    for n, item in enumerate(items, start=1):
-        external_id = item.get("external_id") if isinstance(item, dict) else None
-        if not isinstance(external_id, str) or not 1 <= len(external_id) <= 100:
-            problems.append(f"item {n}: external_id must be text of 1 to 100 characters.")
-            continue
-        if external_id in planned:
-            problems.append(f"item {n}: external_id {external_id!r} is also "
-                            f"{planned[external_id].where}.")
-            continue
-        body = {key: value for key, value in item.items() if key != "external_id"}
-        planned[external_id] = Planned(external_id, f"item {n}", body)
-    if problems:
-        raise ImportError_(problems)
-    return list(planned.values())
-
-
-def _from_csv(text: str) -> list[Planned]:
-    reader = csv.reader(io.StringIO(text))
-    header = [name.strip() for name in next(reader, [])]
-    if header != CSV_HEADER:
-        raise ImportError_([f"line 1: the header must be {','.join(CSV_HEADER)}."])
-    planned: dict[str, Planned] = {}
-    problems = []
-    for row in reader:
-        line = reader.line_num
-        if not any(cell.strip() for cell in row):
-            continue
-        if len(row) != len(CSV_HEADER):
-            problems.append(f"line {line}: {len(row)} fields, not {len(CSV_HEADER)}.")
-            continue
-        values = dict(zip(CSV_HEADER, (cell.strip() for cell in row), strict=True))
-        external_id = values["external_id"]
-        if not 1 <= len(external_id) <= 100:
-            problems.append(f"line {line}: external_id must be 1 to 100 characters.")
-            continue
-        item = {name: values[name] for name in ("description", "quantity", "unit_price",
-                                                "tax_rate")}
-        try:
-            money.parse_line(item, line)
-        except Refusal as refusal:
-            problems.append(refusal.message.replace(f"Line {line}:", f"line {line}:"))
-            continue
-        draft = planned.setdefault(external_id, Planned(external_id, f"line {line}", {
-            name: values[name] for name in DRAFT_FIELDS} | {"line_items": []}))
-        for name in DRAFT_FIELDS:
-            if values[name] != draft.body[name]:
-                problems.append(f"line {line}: {name} {values[name]!r} differs from "
-                                f"{draft.where} of external_id {external_id!r}.")
-        draft.body["line_items"].append(item)
-    if problems:
-        raise ImportError_(problems)
-    return list(planned.values())
+    external_id: str
+    where: str
+    fields: dict[str, Any]  # as `invoices.parse_draft` makes them
+    fingerprint: str
 
 
 @dataclass(frozen=True)
@@ -128,27 +76,251 @@ class Outcome:
     already: int
 
 
-def import_drafts(db: sqlite3.Connection, owner_id: str, planned: list[Planned],
-                  now: float | None = None) -> Outcome:
-    """Every draft of the file in this one transaction, or none: the first problem found
-    refuses the whole import (the caller's transaction rolls back)."""
-    now = clock(now)
-    problems, made, already = [], 0, 0
+# --- reading and checking: before any transaction --------------------------------------------
+
+
+def read_file(path: Path) -> list[Prepared]:
+    """The drafts a file holds, in file order, every one checked and normalised; or every
+    problem found."""
+    if not path.is_file():
+        raise ImportError_([f"There is no file at {path}."])
+    if path.stat().st_size > MAX_BYTES:
+        raise ImportError_([f"{path} is larger than {MAX_BYTES // 2**20} MiB; a file may hold "
+                            f"at most {MAX_DRAFTS:,} drafts in {MAX_BYTES // 2**20} MiB: "
+                            "split it."])
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise ImportError_([f"{path} is not UTF-8 text."]) from None
+    if path.suffix.lower() == ".json" or text.lstrip().startswith("["):
+        planned = _from_json(text)
+    else:
+        planned = _from_csv(text)
+    return prepare(planned)
+
+
+def _too_many() -> ImportError_:
+    return ImportError_([f"The file holds more than {MAX_DRAFTS:,} drafts; a file may hold at "
+                         f"most {MAX_DRAFTS:,} drafts: split it into several files."])
+
+
+def _from_json(text: str) -> list[Planned]:
+    try:
+        items = json.loads(text)
+    except RecursionError:
+        raise ImportError_(["The JSON nests too deeply: a draft's fields are text and its "
+                            "line_items a list of objects."]) from None
+    except ValueError as error:
+        raise ImportError_([f"The JSON does not parse: {error}."]) from None
+    if not isinstance(items, list):
+        raise ImportError_(["The JSON must be a list of drafts, each with an external_id."])
+    if len(items) > MAX_DRAFTS:
+        raise _too_many()
+    planned: dict[str, Planned] = {}
+    problems: list[str] = []
+    for n, item in enumerate(items, start=1):
+        if not isinstance(item, dict):
+            problems.append(f"item {n}: a draft must be an object with an external_id, "
+                            "customer, currency, due_date and line_items.")
+            continue
+        external_id = item.get("external_id")
+        if not isinstance(external_id, str) or not 1 <= len(external_id) <= MAX_EXTERNAL_ID:
+            problems.append(f"item {n}, external_id: must be text of 1 to "
+                            f"{MAX_EXTERNAL_ID} characters.")
+            continue
+        if external_id in planned:
+            problems.append(f"item {n}, external_id: {external_id!r} is also "
+                            f"{planned[external_id].where}.")
+            continue
+        body = {key: value for key, value in item.items() if key != "external_id"}
+        planned[external_id] = Planned(external_id, f"item {n}", body)
+    if problems:
+        # Checking the drafts too lists everything at once.
+        prepare(list(planned.values()), problems)
+    return list(planned.values())
+
+
+def _from_csv(text: str) -> list[Planned]:
+    reader = csv.reader(io.StringIO(text))
+    problems: list[str] = []
+    planned: dict[str, Planned] = {}
+    try:
+        header = [name.strip() for name in next(reader, [])]
+        if header != CSV_HEADER:
+            raise ImportError_([f"line 1: the header must be {','.join(CSV_HEADER)}."])
+        for row in reader:
+            _read_row(row, reader.line_num, planned, problems)
+    except csv.Error as error:
+        line = reader.line_num
+        if "field limit" in str(error):
+            problems.append(f"line {line}: a field is longer than {csv.field_size_limit():,} "
+                            "characters; nothing past this line was read.")
+        else:
+            problems.append(f"line {line}: this is not CSV ({error}); nothing past this line "
+                            "was read.")
+    if problems:
+        prepare(list(planned.values()), problems)
+    return list(planned.values())
+
+
+def _read_row(row: list[str], line: int, planned: dict[str, Planned],
+              problems: list[str]) -> None:
+    """One CSV row: a line of the draft its external_id names."""
+    if not any(cell.strip() for cell in row):
+        return
+    if len(row) != len(CSV_HEADER):
+        problems.append(f"line {line}: {len(row)} fields, not {len(CSV_HEADER)}.")
+        return
+    values = dict(zip(CSV_HEADER, (cell.strip() for cell in row), strict=True))
+    external_id = values["external_id"]
+    if not 1 <= len(external_id) <= MAX_EXTERNAL_ID:
+        problems.append(f"line {line}, external_id: must be 1 to {MAX_EXTERNAL_ID} "
+                        "characters.")
+        return
+    item = {name: values[name] for name in LINE_FIELDS}
+    problems += line_problems(item, f"line {line}, ")
+    draft = planned.get(external_id)
+    if draft is None:
+        if len(planned) == MAX_DRAFTS:
+            raise _too_many()
+        draft = planned[external_id] = Planned(
+            external_id, f"line {line}",
+            {name: values[name] for name in DRAFT_FIELDS} | {"line_items": []},
+            lines_checked=True)
+    else:
+        for name in DRAFT_FIELDS:
+            if values[name] != draft.body[name]:
+                problems.append(f"line {line}, {name}: {values[name]!r} differs from "
+                                f"{draft.where} of external_id {external_id!r}.")
+    draft.body["line_items"].append(item)
+
+
+def _bare(refusal: Refusal) -> str:
+    return _LINE_PREFIX.sub("", refusal.message)
+
+
+def _fails(body: dict[str, Any], name: str, check: Any, valid: dict[str, Any]) -> str | None:
+    """The problem with one field alone, the others standing in as valid; None if none."""
+    alone = {**valid, name: body[name]} if name in body else \
+        {key: value for key, value in valid.items() if key != name}
+    try:
+        check(alone)
+    except Refusal as refusal:
+        return _bare(refusal)
+    return None
+
+
+def line_problems(item: object, where: str) -> list[str]:
+    """Every problem of one line item, each by its field: `where` + "quantity: ..."."""
+    try:
+        money.parse_line(item, 1)
+        return []
+    except Refusal as refusal:
+        if not isinstance(item, dict):
+            return [f"{where.rstrip(', ')}: {_bare(refusal)}"]
+        whole = _bare(refusal)
+    found = [f"{where}{name}: {problem}" for name in LINE_FIELDS
+             if (problem := _fails(item, name, lambda line: money.parse_line(line, 1),
+                                   VALID_LINE))]
+    return found or [f"{where.rstrip(', ')}: {whole}"]
+
+
+def _draft_problems(draft: Planned, whole: str) -> list[str]:
+    """Every problem of a draft that did not pass, each by its field."""
+    body, where = draft.body, draft.where
+    found = [f"{where}, {name}: {problem}" for name in DRAFT_FIELDS
+             if (problem := _fails(body, name, invoices.parse_draft, VALID_DRAFT))]
+    lines = body.get("line_items")
+    if draft.lines_checked:  # each CSV row was checked, and listed, as it was read
+        lines_failed = any(line_problems(item, "") for item in lines)
+    elif isinstance(lines, list) and 1 <= len(lines) <= money.MAX_LINES:
+        line_found = [problem for n, item in enumerate(lines, start=1)
+                      for problem in line_problems(item, f"{where}, line {n} ")]
+        found += line_found
+        lines_failed = bool(line_found)
+    else:  # not a list, or too few or too many lines: said as the API says it
+        count = {"line_items": [VALID_LINE] * len(lines) if isinstance(lines, list) else lines}
+        found.append(f"{where}, line_items: "
+                     f"{_fails(count, 'line_items', invoices.parse_draft, VALID_DRAFT)}")
+        lines_failed = True
+    if not found and not lines_failed:  # the draft as a whole: its total, say
+        found.append(f"{where} (external_id {draft.external_id!r}): {whole}")
+    return found
+
+
+def prepare(planned: list[Planned], problems: list[str] | None = None) -> list[Prepared]:
+    """Every draft checked as the API checks it and normalised; every problem listed."""
+    problems = list(problems or [])
+    prepared = []
     for draft in planned:
         try:
             fields = invoices.parse_draft(draft.body)
         except Refusal as refusal:
-            problems.append(f"{draft.where} (external_id {draft.external_id!r}): "
-                            f"{refusal.message}")
+            problems += _draft_problems(draft, refusal.message)
             continue
-        try:
-            _, created = invoices.create_draft(db, owner_id, fields, draft.external_id, now,
-                                               binding="import")
-        except Refusal as refusal:
-            problems.append(f"{draft.where}: external_id {draft.external_id!r} was imported "
-                            f"before with other content ({refusal.code}).")
-            continue
-        made, already = made + created, already + (not created)
+        prepared.append(Prepared(draft.external_id, draft.where, fields,
+                                 bindings.fingerprint(fields)))
     if problems:
         raise ImportError_(problems)
-    return Outcome(made, already)
+    return prepared
+
+
+# --- writing: one short transaction of inserts ------------------------------------------------
+
+
+class _Raced(Exception):
+    """An external id was bound by another import between the check and the write."""
+
+
+def _sorted_out(db: sqlite3.Connection, owner_id: str, prepared: list[Prepared]
+                ) -> tuple[list[Prepared], int]:
+    """The drafts not imported before, and how many were; other content under a known id
+    refuses the whole file."""
+    bound = dict(db.execute(
+        "SELECT request_id, fingerprint FROM request_bindings"
+        " WHERE actor_id = ? AND kind = 'import'", (owner_id,)).fetchall())
+    problems = [f"{draft.where}: external_id {draft.external_id!r} was imported before with "
+                "other content (import_conflict)." for draft in prepared
+                if bound.get(draft.external_id, draft.fingerprint) != draft.fingerprint]
+    if problems:
+        raise ImportError_(problems)
+    new = [draft for draft in prepared if draft.external_id not in bound]
+    return new, len(prepared) - len(new)
+
+
+def _insert(db: sqlite3.Connection, owner_id: str, rows: list[tuple[Prepared, str]],
+            now: float) -> None:
+    """Bind every new id and insert its draft, in the caller's transaction. An id bound
+    meanwhile by another import is caught here, where it counts."""
+    bound = db.executemany(
+        "INSERT INTO request_bindings (actor_id, kind, request_id, fingerprint, target_id,"
+        " created_at) VALUES (?, 'import', ?, ?, ?, ?)"
+        " ON CONFLICT (actor_id, kind, request_id) DO NOTHING",
+        [(owner_id, draft.external_id, draft.fingerprint, invoice_id, now)
+         for draft, invoice_id in rows]).rowcount
+    if bound != len(rows):
+        raise _Raced()
+    db.executemany(
+        "INSERT INTO invoices (id, owner_id, customer, currency, due_date, line_items, net,"
+        " tax, total, created_at, updated_at) VALUES (:id, :owner_id, :customer, :currency,"
+        " :due_date, :line_items, :net, :tax, :total, :now, :now)",
+        [{**draft.fields, "id": invoice_id, "owner_id": owner_id, "now": now}
+         for draft, invoice_id in rows])
+
+
+def import_drafts(db: sqlite3.Connection, owner_id: str, prepared: list[Prepared],
+                  dry_run: bool = False, now: float | None = None) -> Outcome:
+    """Every new draft of the file in one transaction, or none. Drafts imported before
+    stay as they are; a file with nothing new takes no write lock at all."""
+    for _ in range(3):
+        new, already = _sorted_out(db, owner_id, prepared)
+        if dry_run or not new:
+            return Outcome(len(new), already)
+        rows = [(draft, str(uuid.uuid4())) for draft in new]
+        try:
+            in_transaction(db, _insert, owner_id, rows, clock(now))
+        except _Raced:
+            continue  # rolled back: sort the file out again against what is bound now
+        return Outcome(len(new), already)
+    raise ImportError_(["Other imports of the same external ids kept running at the same "
+                        "time; run this one again."])

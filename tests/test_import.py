@@ -63,7 +63,8 @@ def test_a_bad_row_refuses_the_whole_file_and_says_where(settings, tmp_path):
     source.write_text(CSV + "C-1,Cee,EUR,2027-01-31,Thing,-2,1.00,0\n")
     result = run_import(db, source)
     assert result.returncode == 1
-    assert "line 5: the quantity" in result.stderr and "Nothing was imported" in result.stderr
+    assert "line 5, quantity: the quantity" in result.stderr
+    assert "Nothing was imported" in result.stderr
     bad_currency = tmp_path / "currency.json"
     bad_currency.write_text(json.dumps([
         {"external_id": "ok", "customer": "Fine", "currency": "EUR", "due_date": "2027-01-01",
@@ -72,7 +73,7 @@ def test_a_bad_row_refuses_the_whole_file_and_says_where(settings, tmp_path):
          "line_items": [{"description": "a", "quantity": "1", "unit_price": "1"}]}]))
     result = run_import(db, bad_currency)
     assert result.returncode == 1
-    assert "item 2 (external_id 'bad'): The currency" in result.stderr
+    assert "item 2, currency: The currency" in result.stderr
     assert database_digest(db) == before
 
 
@@ -101,3 +102,113 @@ def test_a_dry_run_checks_everything_and_writes_nothing(settings, tmp_path):
     assert result.returncode == 0 and "Would import 2 new draft(s)" in result.stdout
     assert database_digest(db) == before
     assert scalar(db, "SELECT COUNT(*) FROM request_bindings WHERE kind = 'import'") == 0
+
+
+# --- every problem, before anything is written ----------------------------------------------
+
+HEADER = CSV.splitlines()[0]
+
+
+def test_every_problem_is_listed_by_line_and_field(settings, tmp_path):
+    db = settings.db_path
+    before = database_digest(db)
+    source = tmp_path / "bad.csv"
+    source.write_text(f"{HEADER}\n"
+                      "E-1,,EUR,2027-01-31,Tea,1,2.00,0\n"
+                      "E-2,Fine Co,EUX,2027-02-30,Tea,0,abc,0\n"
+                      "E-3,Good Co,EUR,2027-01-31,Tea,1,2.00,0\n")
+    result = run_import(db, source)
+    assert result.returncode == 1
+    problems = result.stderr.splitlines()
+    for where in ("line 2, customer:", "line 3, currency:", "line 3, due_date:",
+                  "line 3, quantity:", "line 3, unit_price:"):
+        assert sum(line.startswith(where) for line in problems) == 1, (where, result.stderr)
+    assert "5 problem(s)" in result.stderr and "line 4" not in result.stderr
+    assert database_digest(db) == before
+
+
+def test_json_problems_name_the_item_and_the_field(settings, tmp_path):
+    source = tmp_path / "bad.json"
+    source.write_text(json.dumps([
+        {"external_id": "J-1", "customer": "", "currency": "EUX", "due_date": "soon",
+         "line_items": [{"description": "", "quantity": "1", "unit_price": "-1"}]},
+        "not a draft",
+        {"external_id": "J-3", "customer": "Ok", "currency": "EUR", "due_date": "2027-01-01",
+         "line_items": []}]))
+    result = run_import(settings.db_path, source)
+    assert result.returncode == 1
+    for where in ("item 1, customer:", "item 1, currency:", "item 1, due_date:",
+                  "item 1, line 1 description:", "item 1, line 1 unit_price:",
+                  "item 2:", "item 3, line_items:"):
+        assert where in result.stderr, (where, result.stderr)
+
+
+def test_a_field_over_the_csv_limit_and_deep_json_are_clear_messages(settings, tmp_path):
+    db = settings.db_path
+    before = database_digest(db)
+    long_field = tmp_path / "long.csv"
+    long_field.write_text(f"{HEADER}\nL-1,Co,EUR,2027-01-31,{'x' * 140_000},1,1,0\n")
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    for source, said in ((long_field, "line 2"), (deep, "nests")):
+        result = run_import(db, source)
+        assert result.returncode == 1, result.stdout
+        assert "Traceback" not in result.stderr and said in result.stderr, result.stderr
+        assert "Nothing was imported" in result.stderr
+    assert database_digest(db) == before
+
+
+def test_a_file_over_the_stated_size_is_refused_before_it_is_read(settings, tmp_path):
+    from studio import imports
+
+    source = tmp_path / "many.csv"
+    source.write_text(HEADER + "\n" + "".join(
+        f"M-{n},Co,EUR,2027-01-31,Tea,1,1,0\n" for n in range(imports.MAX_DRAFTS + 1)))
+    result = run_import(settings.db_path, source)
+    assert result.returncode == 1
+    assert f"at most {imports.MAX_DRAFTS:,} drafts" in result.stderr
+    assert scalar(settings.db_path, "SELECT COUNT(*) FROM invoices WHERE customer = 'Co'") == 0
+
+
+def test_the_write_transaction_only_writes_rows_checked_before_it(settings, tmp_path,
+                                                                   monkeypatch):
+    """Every check and every normalisation runs before BEGIN; inside it, only inserts."""
+    from studio import imports, invoices, money
+    from studio.db import connect
+
+    db = connect(settings.db_path)
+    checked_inside: list[str] = []
+    for module, name in ((invoices, "parse_draft"), (money, "parse_line")):
+        original = getattr(module, name)
+
+        def watched(*args, _original=original, _name=name, **kwargs):
+            if db.in_transaction:
+                checked_inside.append(_name)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, watched)
+    statements: list[str] = []
+    db.set_trace_callback(statements.append)
+    source = tmp_path / "drafts.csv"
+    source.write_text(HEADER + "\n" + "".join(
+        f"W-{n},Co {n},EUR,2027-01-31,Tea,{n + 1},1.50,19\n" for n in range(300)))
+    owner = scalar(settings.db_path, "SELECT id FROM actors WHERE email = ?", ADA)
+    try:
+        outcome = imports.import_drafts(db, owner, imports.read_file(source))
+        assert (outcome.made, outcome.already) == (300, 0)
+        assert checked_inside == []
+        begun = [n for n, sql in enumerate(statements) if sql.startswith("BEGIN IMMEDIATE")]
+        assert len(begun) == 1
+        # Importing the same file again writes nothing and takes no write lock at all.
+        statements.clear()
+        again = imports.import_drafts(db, owner, imports.read_file(source))
+        assert (again.made, again.already) == (0, 300)
+        assert not any(sql.startswith("BEGIN IMMEDIATE") for sql in statements)
+    finally:
+        db.close()
+    assert scalar(settings.db_path, "SELECT COUNT(*) FROM invoices WHERE customer LIKE 'Co %'"
+                                    " AND status = 'draft'") == 300
+    assert scalar(settings.db_path, "SELECT COUNT(*) FROM request_bindings"
+                                    " WHERE kind = 'import'") == 300
+    [row] = rows(settings.db_path, "SELECT net, tax, total FROM invoices WHERE customer = 'Co 1'")
+    assert tuple(row) == ("3.00", "0.57", "3.57")

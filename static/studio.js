@@ -78,15 +78,19 @@
       }).then(function (reply) {
         return reply.json().catch(function () { return {}; }).then(function (data) {
           if (reply.ok && data.lease_id) {
-            status.textContent = "Submitted. Opening the proposals…";
+            status.textContent = "Submitted. Opening the suggestions…";
             location.assign("/leases/" + data.lease_id);
             return;
           }
           if (reply.ok && data.number) {
+            // The review step is done: the address is the invoice's at once, and Back or
+            // Reload finds the invoice, not the step that issued it.
+            var issued = "/invoices/" + data.invoice_id;
+            history.replaceState(history.state, "", issued);
             status.textContent = "Issued as " + data.number + ".";
             button.textContent = "Issued";
             review.dataset.number = data.number;
-            setTimeout(function () { location.assign("/invoices/" + data.invoice_id); }, 800);
+            setTimeout(function () { location.replace(issued); }, 800);
             return;
           }
           if (reply.status === 401) {
@@ -101,7 +105,7 @@
         });
       }, function () {
         status.className = "status error";
-        status.textContent = "No reply - submit again; it is safe. The same request ID is sent, so nothing is made twice.";
+        status.textContent = "No reply - submit again; it is safe. The same request is sent, so nothing is made twice.";
         button.textContent = review.dataset.again || "Submit again";
         button.disabled = false;
       }).finally(function () { clearTimeout(timer); });
@@ -202,10 +206,15 @@
     return !!element && element.id === "lease-status";
   }
 
-  // A person's own action replaces old messages; a background poll must not hide them.
+  // What the page asks by itself (polls, the totals while typing) is not the person acting.
+  function isBackground(element) {
+    return isPoll(element) || (!!element && !!element.closest && !!element.closest("[data-background]"));
+  }
+
+  // A person's own action replaces old messages; a background request must not hide them.
   document.addEventListener("htmx:beforeRequest", function (event) {
     var messages = document.getElementById("messages");
-    if (messages && !isPoll(event.detail.elt)) { messages.innerHTML = ""; }
+    if (messages && !isBackground(event.detail.elt)) { messages.innerHTML = ""; }
   });
 
   function say(text, code) {
@@ -260,15 +269,38 @@
   function tick() {
     document.querySelectorAll("[data-countdown]").forEach(function (element) {
       var left = Math.round((Date.parse(element.dataset.countdown) - Date.now()) / 1000);
-      element.textContent = left > 0 ? left + " s left" : "deadline reached";
+      element.textContent = left > 0 ? left + " s left" : "no time left";
     });
   }
 
-  document.addEventListener("DOMContentLoaded", function () {
-    // Forms that create something carry an id minted here, so a resent form makes it once.
-    document.querySelectorAll("input[data-mint]").forEach(function (input) {
-      if (!input.value) { input.value = mintId(); }
+  // A form that creates something carries one id per visit to it, kept in this history
+  // entry's state: Back, Forward and Reload find the same id, so Save again answers the
+  // record the first Save made; a new visit is a new entry and mints a new id. Without
+  // script the id the server put in the form is used.
+  function keepMinted() {
+    var inputs = document.querySelectorAll("input[data-mint]");
+    if (!inputs.length) { return; }
+    var state = Object.assign({}, history.state);
+    var minted = Object.assign({}, state.minted);
+    inputs.forEach(function (input) {
+      var key = (input.form ? input.form.getAttribute("action") : "") + " " + input.name;
+      if (minted[key]) {
+        input.value = minted[key];
+      } else {
+        input.value = input.value || mintId();
+        minted[key] = input.value;
+      }
     });
+    state.minted = minted;
+    try {
+      history.replaceState(state, "");
+    } catch (error) {
+      // A state too large or refused: the id still holds while this page is open.
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    keepMinted();
     var review = document.getElementById("review");
     if (review) { startReview(review); }
     var attach = document.getElementById("attach");

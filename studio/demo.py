@@ -1,13 +1,10 @@
-"""Demo data: Ada and Ben, each with a seller profile, invoices numbered before the studio
-numbered them, one issued through the studio, and a draft; created once if absent."""
+"""Demo data: Ada and Ben, each with a seller profile, invoices issued through the studio
+(one series, `INV-<year>-0001` onwards) and a draft; created once if absent."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
-import uuid
-from decimal import Decimal
 
 from studio import invoices, profiles
 from studio.auth import add_actor
@@ -22,37 +19,34 @@ SELLERS = {
                         "vat_id": ""},
 }
 
-# Numbered before part two: they keep these numbers and count as issued.
-EARLIER_INVOICES = {
+# (customer, currency, due date, lines as (description, quantity, unit price, tax rate),
+# issue it?), issued in this order: each actor's first invoice is INV-<year>-0001.
+INVOICES = {
     "ada@example.com": [
-        ("INV-1001", "Northwind Traders", "EUR", "2026-12-15", [
-            ("Website redesign", 1, "2400.00"), ("Hosting, 12 months", 12, "25.00")]),
-        ("INV-1002", "Blue Harbor Cafe", "EUR", "2026-12-20", [
-            ("Menu photography", 1, "650.00"), ("Print-ready files", 3, "40.00")]),
-        ("INV-1003", "Kestrel Logistics", "USD", "2027-01-05", [
-            ("Route planning workshop", 2, "900.00"), ("Travel", 1, "310.50")]),
-        ("INV-1004", "Orchard & Vine <Wines>", "EUR", "2027-01-12", [
-            ("Label design", 4, "180.00")]),
-    ],
-    "ben@example.com": [
-        ("INV-2001", "Marlow Books", "GBP", "2026-12-18", [
-            ("Copy editing, 80 pages", 80, "6.50")]),
-        ("INV-2002", "Tidewater Yoga", "GBP", "2026-12-28", [
-            ("Booking system setup", 1, "1200.00"), ("Training session", 2, "150.00")]),
-        ("INV-2003", "Fernhill School", "GBP", "2027-01-09", [
-            ("Laptop repairs", 6, "85.00"), ("Parts", 1, "214.99")]),
-    ],
-}
-
-# Made in the studio: (customer, currency, due date, lines with tax rates, issue it?).
-STUDIO_INVOICES = {
-    "ada@example.com": [
+        ("Northwind Traders", "EUR", "2026-12-15",
+         [("Website redesign", "1", "2400.00", "0"), ("Hosting, 12 months", "12", "25.00", "0")],
+         True),
+        ("Blue Harbor Cafe", "EUR", "2026-12-20",
+         [("Menu photography", "1", "650.00", "0"), ("Print-ready files", "3", "40.00", "0")],
+         True),
+        ("Kestrel Logistics", "USD", "2027-01-05",
+         [("Route planning workshop", "2", "900.00", "0"), ("Travel", "1", "310.50", "0")],
+         True),
+        ("Orchard and Vine Wines", "EUR", "2027-01-12", [("Label design", "4", "180.00", "0")],
+         True),
         ("Lindqvist Architects", "EUR", "2027-01-31",
          [("Brand workshop", "1", "1800.00", "19"), ("Logo files", "3", "120.00", "19")], True),
         ("Pemberton Tea Rooms", "EUR", "2027-02-14",
          [("Signage concepts", "2", "350.00", "19"), ("Site visit", "1", "90.00", "7")], False),
     ],
     "ben@example.com": [
+        ("Marlow Books", "GBP", "2026-12-18", [("Copy editing, 80 pages", "80", "6.50", "0")],
+         True),
+        ("Tidewater Yoga", "GBP", "2026-12-28",
+         [("Booking system setup", "1", "1200.00", "0"), ("Training session", "2", "150.00", "0")],
+         True),
+        ("Fernhill School", "GBP", "2027-01-09",
+         [("Laptop repairs", "6", "85.00", "0"), ("Parts", "1", "214.99", "0")], True),
         ("Harbour Dental", "GBP", "2027-01-20",
          [("Network cabling", "8", "45.00", "20"), ("Router", "1", "189.99", "20")], True),
         ("St Anne's Library", "GBP", "2027-02-02",
@@ -61,33 +55,15 @@ STUDIO_INVOICES = {
 }
 
 
-def _total(items: list[tuple[str, int, str]]) -> str:
-    return str(sum((quantity * Decimal(price) for _, quantity, price in items), Decimal("0.00")))
-
-
 def seed_demo(db: sqlite3.Connection) -> None:
     """Create the demo actors and their invoices unless they already exist."""
     now = time.time()
-    for email, earlier in EARLIER_INVOICES.items():
+    for email, made in INVOICES.items():
         if db.execute("SELECT 1 FROM actors WHERE email = ?", (email,)).fetchone():
             continue
         actor_id = add_actor(db, email, DEMO_PASSWORD)
         profiles.save(db, actor_id, SELLERS[email], now)
-        for number, customer, currency, due, items in earlier:
-            row = invoices.sealed_legacy(db, {
-                "id": str(uuid.uuid4()), "owner_id": actor_id, "number": number,
-                "customer": customer, "currency": currency, "total": _total(items),
-                "due_date": due, "issued_at": now, "created_at": now,
-                "line_items": json.dumps([{"description": d, "quantity": q, "unit_price": p}
-                                          for d, q, p in items]),
-            })
-            db.execute(
-                "INSERT INTO invoices (id, owner_id, status, number, customer, currency,"
-                " due_date, line_items, net, tax, total, issued_at, frozen_sha256, created_at,"
-                " updated_at) VALUES (:id, :owner_id, 'issued', :number, :customer, :currency,"
-                " :due_date, :line_items, :net, :tax, :total, :issued_at, :frozen_sha256,"
-                " :created_at, :created_at)", row)
-        for n, (customer, currency, due, lines, issue) in enumerate(STUDIO_INVOICES[email]):
+        for n, (customer, currency, due, lines, issue) in enumerate(made):
             fields = invoices.parse_draft({
                 "customer": customer, "currency": currency, "due_date": due,
                 "line_items": [{"description": d, "quantity": q, "unit_price": p,

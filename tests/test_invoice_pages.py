@@ -21,16 +21,17 @@ HTMX = {"HX-Request": "true", "Accept": "text/html"}
 async def test_the_invoice_list_separates_drafts_from_issued_invoices(studio) -> None:
     client = await studio.signed_in()
     db = studio.settings.db_path
-    listed = rows(db, "SELECT id, currency, total FROM invoices WHERE number = 'INV-1001'")[0]
+    listed = rows(db, "SELECT id, number, currency, total FROM invoices"
+                      " WHERE customer = 'Northwind Traders'")[0]
     execute(db, "UPDATE invoices SET summary = 'Paid early; ask about Q3' WHERE id = ?",
             listed["id"])
     page = (await client.get("/invoices", headers=PAGE)).text
     drafts, issued = page.split('id="drafts"')[1].split('id="issued"')
     assert "Pemberton Tea Rooms" in drafts and "Pemberton Tea Rooms" not in issued
-    assert "INV-1001" in issued and "Lindqvist Architects" in issued
-    assert "INV-1001" not in drafts
+    assert listed["number"] in issued and "Lindqvist Architects" in issued
+    assert listed["number"] not in drafts
     # Each row: its number, its total, and the summary text itself, or that there is none.
-    [row] = [tr for tr in issued.split("<tr>") if "INV-1001" in tr]
+    [row] = [tr for tr in issued.split("<tr>") if listed["number"] in tr]
     assert f"{listed['currency']} {listed['total']}" in row
     assert "Summarized" in row and "Paid early; ask about Q3" in row
     assert all("None yet" in tr for tr in drafts.split("<tr>")[2:])
@@ -129,7 +130,8 @@ async def test_the_issue_review_shows_what_will_be_frozen(studio) -> None:
     page = (await client.get(f"/invoices/{made['id']}/issue", headers=PAGE)).text
     series = f"INV-{time.gmtime().tm_year}"
     for shown in ("Ada Works", "DE999", "Review Co", "2027-03-01", "Framing", "71.36",
-                  f'<strong id="series">{series}</strong>', "Revision</dt><dd>1"):
+                  f'<strong id="series">{series}</strong>',
+                  "<dt>Draft revision</dt><dd><code>1</code>"):
         assert shown in page, shown
     # What the Issue button posts is frozen in the page: this revision and nothing else.
     frozen = json.loads(html.unescape(re.search(r'data-frozen="([^"]+)"', page)[1]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import time
@@ -15,6 +16,10 @@ from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
 
 from studio.demo import DEMO_PASSWORD
 from tests.conftest import ADA, Server, rows, scalar, start_server
+
+# Ada's demo invoices, issued when the server seeds them (this year's series, in order).
+YEAR = dt.datetime.now(dt.UTC).year
+NORTHWIND, BLUE_HARBOR, KESTREL, ORCHARD = (f"INV-{YEAR}-{n:04d}" for n in range(1, 5))
 
 CHROMIUM = Path(os.environ.get("STUDIO_CHROMIUM", "/usr/bin/chromium"))
 # Quiet, sandbox-free Chromium: no updates, no sync, no network of its own.
@@ -77,11 +82,14 @@ class Studio:
     def url(self) -> str:
         return self.server.url
 
-    def invoice_id(self, number: str) -> str:
-        return scalar(self.db_path, "SELECT id FROM invoices WHERE number = ?", number)
+    def invoice_id(self, number: str, email: str = ADA) -> str:
+        """The id of the invoice of that number in one person's series (Ben's run alike)."""
+        return scalar(self.db_path, "SELECT invoices.id FROM invoices JOIN actors"
+                      " ON actors.id = owner_id WHERE number = ? AND email = ?", number, email)
 
     def summary(self, number: str) -> str:
-        return scalar(self.db_path, "SELECT summary FROM invoices WHERE number = ?", number)
+        return scalar(self.db_path, "SELECT summary FROM invoices WHERE id = ?",
+                      self.invoice_id(number))
 
     def lease(self, lease_id: str) -> Any:
         return rows(self.db_path, "SELECT * FROM leases WHERE id = ?", lease_id)[0]
@@ -136,7 +144,7 @@ def open_review(page: Page, studio: Studio, *numbers: str, **options: Any) -> st
     """Open a review step and return the request id the page minted for it."""
     page.goto(review_url(studio, *numbers, **options))
     expect(page.locator("#submit")).to_be_enabled()
-    return page.locator("#request-id").inner_text()
+    return page.locator("#request-id").text_content()
 
 
 def submit_and_open_lease(page: Page) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 from playwright.sync_api import expect, sync_playwright
 
 from tests.conftest import ROOT, scalar, start_server
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, sign_in
+from tests.e2e.conftest import BLUE_HARBOR, CHROMIUM, CHROMIUM_ARGS, NORTHWIND, sign_in
 from tests.test_attachments import png
 
 DOCS = ROOT / "docs"
@@ -34,13 +34,15 @@ def main() -> int:
                                                      args=CHROMIUM_ARGS)
                 page = browser.new_page(viewport={"width": 960, "height": 720})
                 sign_in(page, server.url)
-                ids = [scalar(db_path, "SELECT id FROM invoices WHERE number = ?", number)
-                       for number in ("INV-1001", "INV-1002")]
+                ids = [scalar(db_path, "SELECT invoices.id FROM invoices JOIN actors ON"
+                              " actors.id = owner_id WHERE number = ?"
+                              " AND email = 'ada@example.com'", number)
+                       for number in (NORTHWIND, BLUE_HARBOR)]
                 query = "&".join(f"invoice_id={invoice_id}" for invoice_id in ids)
                 page.goto(f"{server.url}/review?purpose=summarize_invoice&{query}"
                           "&provider=local&candidates=2")
                 expect(page.locator("#submit")).to_be_enabled()
-                page.get_by_text("The frozen request body").click()
+                page.get_by_text("Technical details").click()
                 page.screenshot(path=DOCS / "review.png", full_page=True)
 
                 page.get_by_role("button", name="Submit").click()

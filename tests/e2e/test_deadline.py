@@ -9,6 +9,10 @@ from playwright.sync_api import Page, Route, expect
 
 from tests.conftest import execute, rows
 from tests.e2e.conftest import (
+    BLUE_HARBOR,
+    KESTREL,
+    NORTHWIND,
+    ORCHARD,
     Studio,
     lease_polls,
     open_review,
@@ -26,7 +30,7 @@ STUDIO_SETTINGS = {"STUDIO_PROVIDER_DELAY_S": "1", "STUDIO_WORKER_SLOTS": "1",
 def test_closed_tab_lease_still_proposes_then_expires_and_writes_nothing(
         page: Page, studio: Studio) -> None:
     sign_in(page, studio.url)
-    open_review(page, studio, "INV-1001", "INV-1002")
+    open_review(page, studio, NORTHWIND, BLUE_HARBOR)
     lease_id = submit_and_open_lease(page)
     assert studio.lease(lease_id)["status"] == "open"
     page.close()
@@ -38,32 +42,32 @@ def test_closed_tab_lease_still_proposes_then_expires_and_writes_nothing(
     lease = studio.wait_for_lease(lease_id, "expired")
     assert lease["ended_reason"] == "deadline"
     assert lease["ended_at"] >= lease["deadline_at"]
-    assert studio.summary("INV-1001") == studio.summary("INV-1002") == ""
+    assert studio.summary(NORTHWIND) == studio.summary(BLUE_HARBOR) == ""
 
 
 def test_deadline_passing_shows_the_expiry_without_a_reload(page: Page, studio: Studio) -> None:
     sign_in(page, studio.url)
-    open_review(page, studio, "INV-1003")
+    open_review(page, studio, KESTREL)
     lease_id = submit_and_open_lease(page)
     polls = lease_polls(page, lease_id)
     page.evaluate("window.sameDocument = true")
     expect(page.locator("#apply")).to_be_enabled()
 
     status = page.locator("#lease-status")
-    expect(status).to_contain_text("The deadline passed. Nothing was written.", timeout=12_000)
-    expect(page.locator("#lease-announcer")).to_contain_text("The deadline passed.")
-    expect(page.get_by_role("button", name="Apply")).to_have_count(0)
+    expect(status).to_contain_text("The time ran out. Nothing was written.", timeout=12_000)
+    expect(page.locator("#lease-announcer")).to_contain_text("The time ran out.")
+    expect(page.locator("#apply")).to_have_count(0)
     assert page.evaluate("window.sameDocument") is True, "the page was reloaded"
     stopped_at = polls()
     page.wait_for_timeout(1500)
     assert polls() == stopped_at
     assert studio.lease(lease_id)["status"] == "expired"
-    assert studio.summary("INV-1003") == ""
+    assert studio.summary(KESTREL) == ""
 
 
 def test_apply_after_the_deadline_shows_the_expiry_message(page: Page, studio: Studio) -> None:
     sign_in(page, studio.url)
-    open_review(page, studio, "INV-1004")
+    open_review(page, studio, ORCHARD)
     lease_id = submit_and_open_lease(page)
     apply = page.locator("#apply")
     expect(apply).to_be_enabled()
@@ -85,9 +89,9 @@ def test_apply_after_the_deadline_shows_the_expiry_message(page: Page, studio: S
         "The deadline passed: nothing was written. Ask again for new proposals.")
     lease = studio.lease(lease_id)
     assert lease["status"] == "expired"
-    assert studio.summary("INV-1004") == ""
+    assert studio.summary(ORCHARD) == ""
 
     page.unroute(f"**/leases/{lease_id}")
-    expect(page.locator("#lease-status")).to_contain_text("The deadline passed.")
+    expect(page.locator("#lease-status")).to_contain_text("The time ran out.")
     # The refusal stays readable after the view catches up.
     expect(page.locator("#messages")).to_contain_text("The deadline passed: nothing was written.")

@@ -12,6 +12,10 @@ from playwright.sync_api import Page, expect
 from tests.conftest import ADA, BEN, rows, scalar
 from tests.conftest import sign_in as api_sign_in
 from tests.e2e.conftest import (
+    BLUE_HARBOR,
+    KESTREL,
+    NORTHWIND,
+    ORCHARD,
     Studio,
     lease_polls,
     lease_posts,
@@ -50,35 +54,35 @@ def test_whole_flow_review_submit_watch_choose_and_apply(page: Page, studio: Stu
     expect(page.get_by_role("complementary", name="Demo accounts")).to_contain_text("studio-demo")
     sign_in(page, studio.url)
 
-    row = page.get_by_role("row").filter(has_text="INV-1001")
+    row = page.get_by_role("row").filter(has_text=NORTHWIND)
     for fact in ("Northwind Traders", "EUR 2700.00", "2026-12-15", "None yet"):
         expect(row).to_contain_text(fact)
-    page.get_by_label("Pick INV-1001").check()
-    page.get_by_label("Pick INV-1002").check()
+    page.get_by_label(f"Pick {NORTHWIND}").check()
+    page.get_by_label(f"Pick {BLUE_HARBOR}").check()
     page.get_by_role("button", name="Summarize selected").click()
     expect(page).to_have_url(re.compile(r"/review\?"))
     expect(page.locator("#submit")).to_be_enabled()
-    first_id = page.locator("#request-id").inner_text()
+    first_id = page.locator("#request-id").text_content()
 
     # Changing the request is a new review step, with a new id.
-    page.get_by_label("auto", exact=True).uncheck()
-    page.get_by_label("local", exact=True).check()
-    page.get_by_label("Candidates per invoice and provider").fill("2")
+    page.get_by_label("The best available writer", exact=True).uncheck()
+    page.get_by_label("The built-in writer", exact=True).check()
+    page.get_by_label("Suggestions per invoice and writer").fill("2")
     page.get_by_role("button", name="Review again").click()
     expect(page.locator("#submit")).to_be_enabled()
-    request_id = page.locator("#request-id").inner_text()
+    request_id = page.locator("#request-id").text_content()
     assert UUID4.match(request_id) and request_id != first_id
 
     review = page.locator("#review")
-    for shown in ("summarize_invoice", "INV-1001 · Northwind Traders",
-                  "INV-1002 · Blue Harbor Cafe", "local"):
+    for shown in ("Summarize invoice", f"{NORTHWIND} · Northwind Traders",
+                  f"{BLUE_HARBOR} · Blue Harbor Cafe", "The built-in writer"):
         expect(review).to_contain_text(shown)
     expect(page.locator("#task-count")).to_have_text("4")
-    page.get_by_text("The frozen request body").click()
-    frozen = json.loads(page.locator("#frozen-body").inner_text())
+    page.get_by_text("Technical details").click()
+    frozen = json.loads(page.locator("#frozen-body").text_content())
     assert frozen == {
         "purpose": "summarize_invoice", "providers": ["local"], "candidates": 2,
-        "invoice_ids": sorted([studio.invoice_id("INV-1001"), studio.invoice_id("INV-1002")]),
+        "invoice_ids": sorted([studio.invoice_id(NORTHWIND), studio.invoice_id(BLUE_HARBOR)]),
         "request_id": request_id,
     }
 
@@ -94,8 +98,8 @@ def test_whole_flow_review_submit_watch_choose_and_apply(page: Page, studio: Stu
     expect(page.locator("#lease-status")).to_contain_text(re.compile(r"[123] / 4 done"))
     expect(page.locator("#lease-status")).to_have_attribute("data-status", "open")
 
-    # Choose the second candidate for INV-1001 from the keyboard while polling goes on.
-    first_invoice = page.get_by_role("group", name=re.compile("INV-1001"))
+    # Choose the second suggestion for Northwind from the keyboard while polling goes on.
+    first_invoice = page.get_by_role("group", name=re.compile(NORTHWIND))
     radios = first_invoice.get_by_role("radio")
     expect(radios).to_have_count(2)
     radios.nth(0).focus()
@@ -108,12 +112,12 @@ def test_whole_flow_review_submit_watch_choose_and_apply(page: Page, studio: Stu
     expect(radios.nth(1)).to_be_checked()
     expect(radios.nth(1)).to_be_focused()
     expect(page.get_by_role("progressbar")).to_have_attribute("value", "4")
-    expect(page.locator("#lease-announcer")).to_contain_text("Proposals are ready")
+    expect(page.locator("#lease-announcer")).to_contain_text("Suggestions are ready")
 
     page.locator("#apply").focus()
     page.keyboard.press("Enter")
-    expect(page.locator("#lease-status")).to_contain_text("Applied.")
-    expect(page.locator("#lease-announcer")).to_contain_text("Applied.")
+    expect(page.locator("#lease-status")).to_contain_text("Saved.")
+    expect(page.locator("#lease-announcer")).to_contain_text("Saved.")
     stopped_at = polls()
     page.wait_for_timeout(2500)
     assert polls() == stopped_at, "polling went on after the lease was final"
@@ -123,40 +127,40 @@ def test_whole_flow_review_submit_watch_choose_and_apply(page: Page, studio: Stu
     chosen = {row["invoice_id"]: row["summary"] for row in rows(
         studio.db_path, "SELECT invoice_id, summary FROM proposals WHERE applied_at IS NOT NULL"
         " AND lease_id = ?", lease_id)}
-    assert chosen[studio.invoice_id("INV-1001")] == scalar(
+    assert chosen[studio.invoice_id(NORTHWIND)] == scalar(
         studio.db_path, "SELECT summary FROM proposals WHERE id = ?", chosen_id)
-    assert studio.summary("INV-1001") == chosen[studio.invoice_id("INV-1001")] != ""
-    assert studio.summary("INV-1002") == chosen[studio.invoice_id("INV-1002")] != ""
+    assert studio.summary(NORTHWIND) == chosen[studio.invoice_id(NORTHWIND)] != ""
+    assert studio.summary(BLUE_HARBOR) == chosen[studio.invoice_id(BLUE_HARBOR)] != ""
 
-    page.goto(f"{studio.url}/invoices/{studio.invoice_id('INV-1001')}")
-    expect(page.locator("#summary")).to_have_text(studio.summary("INV-1001"))
+    page.goto(f"{studio.url}/invoices/{studio.invoice_id(NORTHWIND)}")
+    expect(page.locator("#summary")).to_have_text(studio.summary(NORTHWIND))
     page.goto(studio.url + "/invoices")
-    expect(page.get_by_role("row").filter(has_text="INV-1001")).to_contain_text("Summarized")
+    expect(page.get_by_role("row").filter(has_text=NORTHWIND)).to_contain_text("Summarized")
 
 
 def test_reloading_keeps_the_review_step_and_a_new_step_mints_a_new_id(
         page: Page, studio: Studio) -> None:
     sign_in(page, studio.url)
-    page.goto(f"{studio.url}/invoices/{studio.invoice_id('INV-1003')}")
+    page.goto(f"{studio.url}/invoices/{studio.invoice_id(KESTREL)}")
     page.get_by_role("button", name="Summarize").click()
     expect(page.locator("#submit")).to_be_enabled()
-    request_id = page.locator("#request-id").inner_text()
+    request_id = page.locator("#request-id").text_content()
     body = page.locator("#frozen-body").text_content()
 
     page.reload()
     expect(page.locator("#request-id")).to_have_text(request_id)
     expect(page.locator("#frozen-body")).to_have_text(body)
 
-    page.goto(f"{studio.url}/invoices/{studio.invoice_id('INV-1003')}")
+    page.goto(f"{studio.url}/invoices/{studio.invoice_id(KESTREL)}")
     page.get_by_role("button", name="Summarize").click()
     expect(page.locator("#submit")).to_be_enabled()
-    assert page.locator("#request-id").inner_text() not in (request_id, "minting…")
+    assert page.locator("#request-id").text_content() not in (request_id, "minting…")
 
 
 def test_lost_reply_is_submitted_again_with_the_same_id_and_makes_one_lease(
         page: Page, studio: Studio) -> None:
     sign_in(page, studio.url)
-    request_id = open_review(page, studio, "INV-1003")
+    request_id = open_review(page, studio, KESTREL)
     leases_before = studio.lease_count()
     posts = lease_posts(page)
     dropped = lose_first_reply(page, "**/leases")  # the server did the work; reply lost
@@ -183,24 +187,24 @@ def test_lost_reply_is_submitted_again_with_the_same_id_and_makes_one_lease(
 
 def test_cancel_ends_the_lease_and_writes_nothing(page: Page, studio: Studio) -> None:
     sign_in(page, studio.url)
-    open_review(page, studio, "INV-1004")
+    open_review(page, studio, ORCHARD)
     lease_id = submit_and_open_lease(page)
     polls = lease_polls(page, lease_id)
-    page.get_by_role("button", name="Cancel").click()
-    expect(page.locator("#lease-status")).to_contain_text("Cancelled. Nothing was written.")
-    expect(page.get_by_role("button", name="Apply")).to_have_count(0)
+    page.get_by_role("button", name="Stop").click()
+    expect(page.locator("#lease-status")).to_contain_text("Stopped. Nothing was written.")
+    expect(page.locator("#apply")).to_have_count(0)
     stopped_at = polls()
     page.wait_for_timeout(1500)
     assert polls() == stopped_at
     assert studio.lease(lease_id)["status"] == "rejected"
-    assert studio.summary("INV-1004") == ""
+    assert studio.summary(ORCHARD) == ""
 
 
 def test_request_id_conflict_shows_its_message(page: Page, studio: Studio) -> None:
     sign_in(page, studio.url)
-    request_id = open_review(page, studio, "INV-1003")
+    request_id = open_review(page, studio, KESTREL)
     # The same id was already used, by this actor, for different input.
-    api_lease(studio, "INV-1004", request_id)
+    api_lease(studio, ORCHARD, request_id)
     leases_before = studio.lease_count()
 
     page.get_by_role("button", name="Submit").click()
@@ -213,23 +217,23 @@ def test_request_id_conflict_shows_its_message(page: Page, studio: Studio) -> No
 
 
 def test_another_actors_lease_and_invoice_are_404_pages(page: Page, studio: Studio) -> None:
-    lease_id = api_lease(studio, "INV-1002", "ada-private")
+    lease_id = api_lease(studio, BLUE_HARBOR, "ada-private")
     sign_in(page, studio.url, BEN)
     reply = page.goto(f"{studio.url}/leases/{lease_id}")
     assert reply is not None and reply.status == 404
     expect(page.get_by_role("heading", name="Not found")).to_be_visible()
     expect(page.locator(".message")).to_have_text("That request does not exist or is not yours.")
-    reply = page.goto(f"{studio.url}/invoices/{studio.invoice_id('INV-1001')}")
+    reply = page.goto(f"{studio.url}/invoices/{studio.invoice_id(NORTHWIND)}")
     assert reply is not None and reply.status == 404
     expect(page.locator(".message")).to_have_text("That invoice does not exist or is not yours.")
 
 
 def test_refusals_of_the_review_step_show_their_messages(page: Page, studio: Studio) -> None:
     sign_in(page, studio.url)
-    reply = page.goto(review_url(studio, "INV-1001", candidates=9))
+    reply = page.goto(review_url(studio, NORTHWIND, candidates=9))
     assert reply is not None and reply.status == 422
     expect(page.locator(".message")).to_have_text("Candidates must be a whole number from 1 to 5.")
-    reply = page.goto(review_url(studio, "INV-1001", provider="nobody"))
+    reply = page.goto(review_url(studio, NORTHWIND, provider="nobody"))
     assert reply is not None and reply.status == 422
     expect(page.locator(".message")).to_contain_text("Providers must be among")
 
@@ -240,7 +244,7 @@ def test_refusals_of_the_review_step_show_their_messages(page: Page, studio: Stu
 
 def test_signed_out_browser_signs_in_and_returns_where_it_was_going(
         page: Page, studio: Studio) -> None:
-    wanted = review_url(studio, "INV-1002", candidates=3)
+    wanted = review_url(studio, BLUE_HARBOR, candidates=3)
     page.goto(wanted)
     expect(page).to_have_url(re.compile(r"/login\?next="))
     page.get_by_label("Email").fill(ADA)
@@ -261,12 +265,12 @@ UNLABELLED_CONTROLS = """
 
 def test_pages_fit_a_phone_and_every_control_has_a_label(page: Page, studio: Studio) -> None:
     page.set_viewport_size({"width": 360, "height": 740})
-    lease_id = api_lease(studio, "INV-1004", "phone-width")
+    lease_id = api_lease(studio, ORCHARD, "phone-width")
     sign_in(page, studio.url)
     draft = scalar(studio.db_path, "SELECT id FROM invoices WHERE status = 'draft' LIMIT 1")
     issued = scalar(studio.db_path, "SELECT id FROM invoices WHERE number LIKE 'INV-20__-%'")
-    for path in ("/invoices", f"/invoices/{studio.invoice_id('INV-1004')}",
-                 review_url(studio, "INV-1001", "INV-1002", "INV-1003").removeprefix(studio.url),
+    for path in ("/invoices", f"/invoices/{studio.invoice_id(ORCHARD)}",
+                 review_url(studio, NORTHWIND, BLUE_HARBOR, KESTREL).removeprefix(studio.url),
                  f"/leases/{lease_id}", "/leases", "/invoices/new", f"/invoices/{draft}",
                  f"/invoices/{draft}/issue", f"/invoices/{issued}", f"/invoices/{issued}/document",
                  "/settings", "/login"):
@@ -277,7 +281,7 @@ def test_pages_fit_a_phone_and_every_control_has_a_label(page: Page, studio: Stu
 
 
 def test_one_path_answers_a_page_a_fragment_or_json(studio: Studio) -> None:
-    lease_id = api_lease(studio, "INV-1001", "negotiation")
+    lease_id = api_lease(studio, NORTHWIND, "negotiation")
     client = api_sign_in(studio.url)
     cookies = dict(client.cookies)
     client.close()

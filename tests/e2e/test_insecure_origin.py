@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
 from tests.conftest import rows
-from tests.e2e.conftest import Studio, launch_options, lease_posts, sign_in
+from tests.e2e.conftest import KESTREL, Studio, launch_options, lease_posts, sign_in
 
 pytestmark = pytest.mark.e2e
 
@@ -36,10 +36,10 @@ def test_review_on_a_non_secure_origin_mints_an_id_and_submits(
     assert page.evaluate("window.isSecureContext") is False
     assert page.evaluate("typeof crypto.randomUUID") == "undefined"
 
-    page.get_by_label("Pick INV-1003").check()
+    page.get_by_label(f"Pick {KESTREL}").check()
     page.get_by_role("button", name="Summarize selected").click()
     expect(page.locator("#submit")).to_be_enabled()
-    request_id = page.locator("#request-id").inner_text()
+    request_id = page.locator("#request-id").text_content()
     assert UUID4.match(request_id)
 
     posts = lease_posts(page)

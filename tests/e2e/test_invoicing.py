@@ -44,7 +44,7 @@ def test_a_new_draft_is_issued_once_through_a_lost_reply(page: Page, studio: Stu
     review = page.locator("#review")
     for shown in ("Juniper Bakery", "Design work", "Travel", "EUR 81.37", "INV-"):
         expect(review).to_contain_text(shown)
-    request_id = page.locator("#request-id").inner_text()
+    request_id = page.locator("#request-id").text_content()
     posts: list[dict] = []
     page.on("request", lambda r: posts.append(r.post_data_json)
             if r.method == "POST" and r.url.endswith("/issue") else None)
@@ -95,7 +95,8 @@ def test_a_credit_note_corrects_an_issued_invoice(page: Page, studio: Studio) ->
     page.get_by_label("Quantity").nth(0).fill("1")
     expect(page.locator("#total-total")).to_have_text("EUR 23.79")
     page.get_by_role("button", name="Save changes").click()
-    expect(page.locator("#invoice")).to_contain_text("Revision 2")
+    expect(page.locator("#revision-badge")).to_have_text("Edited")
+    expect(page.locator("#draft-revision")).to_have_value("2")
 
     page.get_by_role("link", name="Review and issue…").click()
     expect(page.locator("#series")).to_contain_text("CN-")
@@ -119,7 +120,8 @@ def test_a_stale_edit_shows_its_message_and_keeps_the_newer_draft(
     other.goto(f"{studio.url}/invoices/{invoice_id}")
     other.get_by_label("Customer").fill("Second tab")
     other.get_by_role("button", name="Save changes").click()
-    expect(other.locator("#invoice")).to_contain_text("Revision 2")
+    expect(other.locator("#revision-badge")).to_be_visible()
+    expect(other.locator("#draft-revision")).to_have_value("2")
 
     page.get_by_label("Customer").fill("Stale tab")
     page.get_by_role("button", name="Save changes").click()

@@ -9,7 +9,14 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, Route, expect
 
-from tests.e2e.conftest import Studio, open_review, sign_in, submit_and_open_lease, wait_until
+from tests.e2e.conftest import (
+    NORTHWIND,
+    Studio,
+    open_review,
+    sign_in,
+    submit_and_open_lease,
+    wait_until,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -30,7 +37,7 @@ WATCH_FOR_APPLY = """() => {
 def test_a_delayed_poll_reply_cannot_bring_apply_back_after_applying(page: Page,
                                                                      studio: Studio) -> None:
     sign_in(page, studio.url)
-    open_review(page, studio, "INV-1001")
+    open_review(page, studio, NORTHWIND)
     lease_id = submit_and_open_lease(page)
     expect(page.locator("#apply")).to_be_enabled()  # proposed
 
@@ -48,7 +55,7 @@ def test_a_delayed_poll_reply_cannot_bring_apply_back_after_applying(page: Page,
     page.route(f"**/leases/{lease_id}", hold_one_poll)
     wait_until(page, lambda: bool(held))
     page.locator("#apply").click()
-    expect(page.locator("#lease-status-text")).to_contain_text("Applied")
+    expect(page.locator("#lease-status-text")).to_contain_text("Saved")
     studio.wait_for_lease(lease_id, "applied")
 
     page.evaluate(WATCH_FOR_APPLY)
@@ -59,6 +66,6 @@ def test_a_delayed_poll_reply_cannot_bring_apply_back_after_applying(page: Page,
         pass  # the browser already gave up on that poll: exactly what hx-sync is for
     page.wait_for_timeout(2500)  # a few poll periods: any stale swap would have happened
     assert page.evaluate("window.applyCameBack") is False
-    expect(page.locator("#lease-status-text")).to_contain_text("Applied")
+    expect(page.locator("#lease-status-text")).to_contain_text("Saved")
     expect(page.locator("#apply")).to_have_count(0)
     assert studio.lease(lease_id)["status"] == "applied"

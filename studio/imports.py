@@ -20,6 +20,7 @@ import re
 import sqlite3
 import uuid
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +107,8 @@ def _too_many() -> ImportError_:
 
 def _from_json(text: str) -> list[Planned]:
     try:
-        items = json.loads(text)
+        # Numbers exactly, as the API reads them: a decimal, never a binary float.
+        items = json.loads(text, parse_float=Decimal, parse_constant=_no_constant)
     except RecursionError:
         raise ImportError_(["The JSON nests too deeply: a draft's fields are text and its "
                             "line_items a list of objects."]) from None
@@ -138,6 +140,10 @@ def _from_json(text: str) -> list[Planned]:
         # Checking the drafts too lists everything at once.
         prepare(list(planned.values()), problems)
     return list(planned.values())
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a number a draft can hold")
 
 
 def _from_csv(text: str) -> list[Planned]:

@@ -212,3 +212,21 @@ def test_the_write_transaction_only_writes_rows_checked_before_it(settings, tmp_
                                     " WHERE kind = 'import'") == 300
     [row] = rows(settings.db_path, "SELECT net, tax, total FROM invoices WHERE customer = 'Co 1'")
     assert tuple(row) == ("3.00", "0.57", "3.57")
+
+
+def test_json_numbers_are_read_exactly_as_the_api_reads_them(settings, tmp_path):
+    source = tmp_path / "exact.json"
+    source.write_text('[{"external_id": "N-1", "customer": "Json Co", "currency": "EUR",'
+                      ' "due_date": "2027-03-01", "line_items": [{"description": "Big",'
+                      ' "quantity": 1, "unit_price": 12345678901.123456, "tax_rate": 0}]}]')
+    result = run_import(settings.db_path, source)
+    assert result.returncode == 0, result.stderr
+    [row] = imported(settings.db_path)
+    assert json.loads(row["line_items"])[0]["unit_price"] == "12345678901.123456"
+    assert row["total"] == "12345678901.12"
+    nan = tmp_path / "nan.json"
+    nan.write_text('[{"external_id": "N-2", "customer": "Json Co", "currency": "EUR",'
+                   ' "due_date": "2027-03-01", "line_items": [{"description": "Big",'
+                   ' "quantity": NaN, "unit_price": 1}]}]')
+    refused = run_import(settings.db_path, nan)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr

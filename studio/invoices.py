@@ -66,7 +66,7 @@ def parse_draft(body: dict[str, Any], before: dict[str, Any] | None = None) -> d
     # A currency no longer in use may stay on a draft that already has it; a new one must be
     # in use today.
     currency = given("currency")
-    if currency != before.get("currency"):
+    if "currency" not in before or currency != before["currency"]:
         currency = money.currency_code(currency)
     if before.get("kind") == "credit_note" and currency != before["currency"]:
         raise Refusal("invalid_body", "A credit note keeps the currency of the invoice it "

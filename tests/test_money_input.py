@@ -126,6 +126,15 @@ async def test_historic_test_and_fund_currency_codes_are_refused(studio, code: s
     assert database_digest(studio.settings.db_path) == before
 
 
+async def test_a_new_draft_without_a_currency_is_refused(studio) -> None:
+    client = await studio.signed_in()
+    before = database_digest(studio.settings.db_path)
+    body = {name: value for name, value in draft_body().items() if name != "currency"}
+    reply = await client.post("/invoices", json=body)
+    assert reply.status_code == 422 and "ISO 4217" in reply.json()["message"]
+    assert database_digest(studio.settings.db_path) == before
+
+
 def test_the_currencies_in_use_today_are_accepted() -> None:
     for code in ("EUR", "USD", "GBP", "JPY", "KWD", "CHF", "XOF", "INR", "eur"):
         assert money.currency_code(code) == code.upper()

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
@@ -38,6 +38,12 @@ def resource(path: str, **handlers: Endpoint) -> Route:
         return await handlers["GET" if request.method == "HEAD" else request.method](request)
 
     return Route(path, by_method, methods=list(handlers), name=path)
+
+
+async def favicon(request: Request) -> Response:
+    """Browsers ask every site for /favicon.ico, whatever a page's <link rel=icon> says."""
+    return FileResponse(assets.folder("static") / "favicon.ico", media_type="image/x-icon",
+                        headers={"Cache-Control": "public, max-age=86400"})
 
 
 def sessions_for(db: Database, settings: Settings) -> Sessions:
@@ -112,6 +118,7 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             resource("/review", GET=web.review),
             resource("/leases/{lease_id}/apply", POST=web.apply_lease),
             resource("/leases/{lease_id}/cancel", POST=web.cancel_lease),
+            resource("/favicon.ico", GET=favicon),
             resource("/healthz", GET=metrics.healthz),
             resource("/metrics", GET=metrics.metrics),
             Mount("/static", StaticFiles(directory=assets.folder("static")), name="static"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from decimal import Decimal, InvalidOperation
 from itertools import zip_longest
 from typing import Any
 
@@ -97,13 +98,29 @@ async def blank_line(request: Request) -> Response:
     return render(request, "_line.html", {"line": {"quantity": "1", "tax_rate": "0"}})
 
 
+def with_prices_shown(invoice: dict[str, Any]) -> dict[str, Any]:
+    """Unit prices as the amounts beside them read, in the currency's minor units: `450` shows
+    as `450.00`; a price with more decimals (`10.005`) is shown whole, never rounded."""
+    def shown(price: Any) -> Any:
+        try:
+            amount = Decimal(str(price))
+            completed = money.rounded(amount, invoice["currency"])
+        except (InvalidOperation, ValueError, KeyError):  # stored rows are shown as stored
+            return price
+        return str(completed) if completed == amount else price
+
+    lines = [{**line, "unit_price": shown(line.get("unit_price", ""))}
+             for line in invoice["line_items"]]
+    return {**invoice, "line_items": lines}
+
+
 async def invoice_page(request: Request) -> Response:
     invoice_id = path_id(request, "invoice_id", "invoice_not_found")
     actor = await current_actor(request)
     db = studio_of(request).db
     if answer_kind(request) == "json":
         return JSONResponse(await invoices.get_invoice(db, actor, invoice_id), headers=PRIVATE)
-    invoice = await invoices.get_document(db, actor, invoice_id)
+    invoice = with_prices_shown(await invoices.get_document(db, actor, invoice_id))
     history = await leases.list_requests(db, actor, invoice_id, limit=20)
     # The credit-note form's id, for browsers without script (studio.js keeps its own).
     return render(request, "invoice.html", {"invoice": invoice, "history": history,
@@ -133,7 +150,7 @@ async def issue_review(request: Request) -> Response:
     invoice_id = path_id(request, "invoice_id", "invoice_not_found")
     actor = await current_actor(request)
     db = studio_of(request).db
-    invoice = await invoices.get_document(db, actor, invoice_id)
+    invoice = with_prices_shown(await invoices.get_document(db, actor, invoice_id))
     if invoice["status"] == "issued":
         return RedirectResponse(f"/invoices/{invoice_id}", status_code=303, headers=PRIVATE)
     seller = await profiles.get_profile(db, actor)

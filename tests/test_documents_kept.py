@@ -121,3 +121,14 @@ async def test_a_credit_note_reads_as_credit_and_names_the_invoice_it_credits(st
     original = pypdf.PdfReader(io.BytesIO(
         (await client.get(f"/invoices/{invoice['id']}.pdf")).content)).pages[0].extract_text()
     assert "Due" in original and "-€" not in original and "€71.36" in original
+
+
+async def test_the_document_shows_unit_prices_in_the_currencys_minor_units(studio) -> None:
+    client = await studio.signed_in()
+    invoice = await issued(client, line_items=[{"description": "Design", "quantity": "2",
+                                                "unit_price": "450", "tax_rate": "0"}])
+    text = pypdf.PdfReader(io.BytesIO((await client.get(
+        f"/invoices/{invoice['id']}.pdf")).content)).pages[0].extract_text()
+    assert "Design 2 450.00 0 %" in text
+    page = (await client.get(f"/invoices/{invoice['id']}/document", headers=PAGE)).text
+    assert '<td class="num">450.00</td>' in page

@@ -186,7 +186,7 @@ async def _issued_document(request: Request) -> dict[str, Any]:
     invoice = await invoices.get_document(studio_of(request).db, actor, invoice_id)
     if invoice["status"] != "issued":
         raise Refusal("invoice_not_issued")
-    return invoice
+    return with_prices_shown(invoice)  # the PDF and the printable page read as the page does
 
 
 async def invoice_pdf(request: Request) -> Response:

@@ -680,7 +680,8 @@ def print_table(results: dict[str, Any]) -> None:
               f" {results['pdf_load_download_p50_ms']:.0f} ms")
     if "import_20k_s" in results:
         print(f"studio import of {results['import_drafts']} drafts: "
-              f"{results['import_20k_s']:.1f} s")
+              f"{results['import_20k_s']:.1f} s; another writer waited at most"
+              f" {results['import_longest_write_wait_ms']:.0f} ms for the write lock")
     if "list_page_ms_150k" in results:
         print(f"GET /invoices with {results['list_drafts']} drafts: p50"
               f" {results['list_page_ms_150k']:.1f} ms, p95"

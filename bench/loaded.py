@@ -199,6 +199,39 @@ def bench_pdf_load(server: Any, wrk: Callable[..., dict[str, Any]], seconds: flo
 # --- a 20,000-draft import on the same database ---------------------------------------------
 
 
+class Writer:
+    """Another writer on the same file, beside the server: an empty write transaction every
+    100 ms, each wait for the write lock kept in ms. The polls are reads, which WAL never
+    blocks; this shows how long the import holds the lock that every write of the server
+    (a new draft, saving settings, a sign-in) waits for."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = db_path
+        self.waits: list[float] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run)
+
+    def run(self) -> None:
+        db = sqlite3.connect(self.db_path, isolation_level=None, timeout=600)
+        try:
+            while not self.stop.is_set():
+                started = time.perf_counter()
+                db.execute("BEGIN IMMEDIATE")
+                self.waits.append((time.perf_counter() - started) * 1000)
+                db.execute("COMMIT")
+                self.stop.wait(0.1)
+        finally:
+            db.close()
+
+    def __enter__(self) -> Writer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
 def import_csv(path: Path, drafts: int) -> None:
     """`drafts` drafts of two lines each, in the README's CSV form."""
     with path.open("w", newline="") as out:
@@ -232,7 +265,7 @@ def bench_import_load(work: Path, server: Any, env: dict[str, str], db_path: Pat
 
         drafts_before = drafts_now()
         before = idle_polls(client, path, seconds / 2)
-        with Poller(client, path) as poller:
+        with Poller(client, path) as poller, Writer(db_path) as writer:
             started = time.perf_counter()
             finished = subprocess.run(
                 [sys.executable, "-m", "studio.cli", "import", str(source), "--owner",
@@ -248,5 +281,6 @@ def bench_import_load(work: Path, server: Any, env: dict[str, str], db_path: Pat
     if made != drafts:
         raise SystemExit(f"studio import made {made} drafts, not {drafts}")
     out = ratio_of("poll_under_import", before, poller.latencies, after)
-    out.update({"import_20k_s": took, "import_drafts": drafts})
+    out.update({"import_20k_s": took, "import_drafts": drafts,
+                "import_longest_write_wait_ms": max(writer.waits)})
     return out

@@ -11,7 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from studio import invoices
-from studio.db import read_only, refuse_if_newer
+from studio.db import read_only, refuse_if_newer, series_place
 
 
 def problems(db: sqlite3.Connection) -> list[str]:
@@ -21,13 +21,21 @@ def problems(db: sqlite3.Connection) -> list[str]:
     for row in db.execute("SELECT owner_id, kind, series_year, sequence FROM invoices"
                           " WHERE sequence IS NOT NULL ORDER BY sequence"):
         series.setdefault((row[0], row[1], row[2]), []).append(row[3])
+    # A number given before part two holds its place in the series it reads as part of: a
+    # series the studio had numbered in jumped past it, and counts it among its own.
+    legacy: dict[tuple[str, str, int], list[int]] = {}
+    for owner, number in db.execute("SELECT owner_id, number FROM invoices"
+                                    " WHERE status = 'issued' AND sequence IS NULL"):
+        place = series_place(number)
+        if place is not None:
+            legacy.setdefault((owner, place[0], place[1]), []).append(place[2])
     counters = {(row[0], row[1], row[2]): (row[3], row[4]) for row in db.execute(
         "SELECT owner_id, kind, year, last, first FROM invoice_series")}
     for key in sorted(set(series) | set(counters)):
         owner, kind, year = key
         name = f"series {invoices.series_of(kind, year)} of actor {owner}"
-        numbers = series.get(key, [])
         last, first = counters.get(key, (0, 1))
+        numbers = sorted(series.get(key, []) + [n for n in legacy.get(key, []) if n >= first])
         if numbers != list(range(first, first + len(numbers))):
             missing = sorted(set(range(first, max(numbers, default=0) + 1)) - set(numbers))
             repeated = sorted({n for n in numbers if numbers.count(n) > 1})

@@ -125,6 +125,8 @@ def test_a_series_the_studio_numbered_already_jumps_past_an_old_number(
     assert issue_new(path, "credit_note") == f"CN-{YEAR}-0003"
     assert scalar(path, "SELECT COUNT(DISTINCT number) FROM invoices") == scalar(
         path, "SELECT COUNT(*) FROM invoices WHERE number IS NOT NULL")
+    # The old number holds its place: the audit reads 1, 2, 3 as one gapless series.
+    assert audit_file(path) == []
 
 
 # --- stored lines read as stored ------------------------------------------------------------

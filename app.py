@@ -14,7 +14,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from studio import assets, attachments, metrics, web
+from studio import assets, attachments, documents, metrics, web
 from studio.auth import Sessions
 from studio.browser import ClientTimeout, CrossOriginGuard
 from studio.config import Settings, from_environment, signing_keys
@@ -82,6 +82,7 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
+            await asyncio.to_thread(documents.stop_renderers)
             await db.close()
 
     return Starlette(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import logging
 import os
 import secrets
 import sqlite3
@@ -20,9 +21,10 @@ from itsdangerous import BadSignature, URLSafeSerializer
 
 from studio import throttle
 from studio.db import Database, clock
-from studio.errors import Refusal
+from studio.errors import Refusal, storage_full
 from studio.throttle import Limits
 
+log = logging.getLogger(__name__)
 SESSION_COOKIE = "studio_session"
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 hasher = PasswordHasher()
@@ -150,8 +152,15 @@ class Sessions:
             self._current_until.pop(key, None)
             raise Refusal("not_signed_in")
         if now - seen >= self.touch_every:
-            await self.db.write(_touch_session, key, now)
-            seen = now
+            try:
+                await self.db.write(_touch_session, key, now)
+                seen = now
+            except sqlite3.OperationalError as error:
+                # A full disk must not turn every page into an error: the use goes unrecorded
+                # and is tried again on the next request.
+                if not storage_full(error):
+                    raise
+                log.warning("a session's use could not be recorded: %s", error)
         if len(self._current_until) > 4096:
             self._current_until.clear()
         self._current_until[key] = min(ends_at, seen + self.touch_every)

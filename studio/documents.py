@@ -52,7 +52,9 @@ def is_credit(invoice: dict[str, Any]) -> bool:
 
 def as_credit(amount: str, invoice: dict[str, Any]) -> str:
     """A credit note's amount reads as credit: below zero (a zero stays zero)."""
-    return f"-{amount}" if is_credit(invoice) and amount.strip("0.") else amount
+    if not is_credit(invoice) or not amount.strip("-0."):
+        return amount
+    return amount[1:] if amount.startswith("-") else f"-{amount}"
 
 
 def facts_of(invoice: dict[str, Any]) -> list[tuple[str, str]]:
@@ -144,6 +146,14 @@ def _pool() -> ProcessPoolExecutor:
     return _renderers
 
 
+def stop_renderers() -> None:
+    """End the renderer processes, if any were started: at the end of the app's life."""
+    global _renderers
+    if _renderers is not None:
+        _renderers.shutdown(wait=True, cancel_futures=True)
+        _renderers = None
+
+
 async def render_elsewhere(invoice: dict[str, Any]) -> bytes:
     """Render in a renderer process; the event loop only waits. A pool whose process died
     (killed, out of memory) is replaced once rather than refusing every render after."""
@@ -162,6 +172,24 @@ def _kept(db: sqlite3.Connection, invoice_id: str, frozen_sha256: str, layout: s
         "SELECT content FROM issued_documents WHERE invoice_id = ? AND frozen_sha256 = ?"
         " AND layout = ?", (invoice_id, frozen_sha256, layout)).fetchone()
     return None if row is None else bytes(row[0])
+
+
+def _kept_of_owner(db: sqlite3.Connection, actor_id: str, invoice_id: str
+                   ) -> sqlite3.Row | None:
+    return db.execute(
+        "SELECT invoices.number, issued_documents.content FROM invoices"
+        " JOIN issued_documents ON issued_documents.invoice_id = invoices.id"
+        " AND issued_documents.frozen_sha256 = invoices.frozen_sha256"
+        " AND issued_documents.layout = ?"
+        " WHERE invoices.id = ? AND invoices.owner_id = ? AND invoices.status = 'issued'",
+        (LAYOUT, invoice_id, actor_id)).fetchone()
+
+
+async def kept_pdf(db: Database, actor_id: str, invoice_id: str) -> tuple[str, bytes] | None:
+    """The number and kept PDF of the actor's issued invoice, read without reading the whole
+    document: a download after the first costs one indexed look-up."""
+    row = await db.read(_kept_of_owner, actor_id, invoice_id)
+    return None if row is None else (row[0], bytes(row[1]))
 
 
 def _keep(db: sqlite3.Connection, invoice_id: str, frozen_sha256: str, layout: str,

@@ -102,6 +102,12 @@ async def test_a_full_database_is_507_on_every_write_route_and_nothing_is_writte
     assert "storage is full" in page.text and "storage is full" in fragment.text
     assert database_digest(db_path) == before
 
+    # Reading still works while a session's use cannot be recorded.
+    studio.studio.sessions.touch_every = 0.0  # every request is due to record its use
+    listed = await client.get("/invoices")
+    assert listed.status_code == 200 and invoice in [item["id"] for item in listed.json()]
+    assert database_digest(db_path) == before
+
     await studio.studio.db.on_writer(make_room)  # space freed: the studio carries on
     made = await client.post("/invoices", json=draft_body(request_id="full-1"))
     assert made.status_code == 201, made.text

@@ -190,9 +190,14 @@ async def _issued_document(request: Request) -> dict[str, Any]:
 
 
 async def invoice_pdf(request: Request) -> Response:
-    invoice = await _issued_document(request)
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", invoice["number"]) + ".pdf"
-    pdf = await documents.issued_pdf(studio_of(request).db, invoice)
+    invoice_id = path_id(request, "invoice_id", "invoice_not_found")
+    actor = await current_actor(request)
+    kept = await documents.kept_pdf(studio_of(request).db, actor.id, invoice_id)
+    if kept is None:
+        invoice = await _issued_document(request)
+        kept = invoice["number"], await documents.issued_pdf(studio_of(request).db, invoice)
+    number, pdf = kept
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", number) + ".pdf"
     return Response(pdf, media_type="application/pdf", headers={
         "Content-Disposition": f'inline; filename="{name}"', **PRIVATE})
 

@@ -111,7 +111,7 @@ def draft_of(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> None:
 def refuse_if_issued(row: sqlite3.Row) -> None:
     if row["status"] == "issued":
         raise Refusal("invoice_issued", f"This invoice was issued as {row['number']}; its "
-                                        "attachments are frozen with it.")
+                                        "attachments stay as they were when it was issued.")
 
 
 def _listed(db: sqlite3.Connection, attachment_id: str) -> dict[str, Any]:

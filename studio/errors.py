@@ -16,17 +16,22 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "attachment_not_found": (404, "That attachment does not exist or is not yours."),
     "lease_not_found": (404, "That request does not exist or is not yours."),
     "method_not_allowed": (405, "This address does not accept that method."),
-    "request_id_conflict": (409, "The request ID already belongs to different input."),
+    "request_id_conflict": (
+        409, "This form was already sent with different content. Reload the page to start"
+             " again."),
     "import_conflict": (409, "That external id was imported before with other content."),
     "lease_expired": (
-        409, "The deadline passed: nothing was written. Ask again for new proposals."),
-    "lease_open": (409, "The proposals are still being written; wait for them before applying."),
-    "lease_applied": (409, "These proposals were already applied."),
-    "lease_rejected": (409, "This request was cancelled; nothing can be applied from it."),
-    "lease_failed": (409, "No proposal could be made for this request; nothing can be applied."),
-    "lease_not_cancelable": (409, "This request has already ended and cannot be cancelled."),
+        409, "The time ran out: nothing was written. Ask again for new suggestions."),
+    "lease_open": (
+        409, "The suggestions are still being written; wait for them before using one."),
+    "lease_applied": (
+        409, "Suggestions from this request were already used and saved on the invoices."),
+    "lease_rejected": (409, "This request was stopped; none of its suggestions can be used."),
+    "lease_failed": (
+        409, "No suggestion could be written for this request, so there is none to use."),
+    "lease_not_cancelable": (409, "This request has already ended and cannot be stopped."),
     "request_timeout": (
-        408, "The request body stopped arriving before it was complete; send it again."),
+        408, "What was sent stopped arriving before it was complete; send it again."),
     "invoice_issued": (409, "This invoice is issued; an issued invoice never changes."),
     "draft_changed": (
         409, "This draft changed since you opened it. Reload it and make your change again."),
@@ -35,31 +40,35 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "conflict": (
         409, "That could not be saved: it clashes with something already stored, and nothing"
              " was changed. Reload the page to see the latest, then try again."),
-    "body_too_large": (413, "The request body is too large."),
+    "body_too_large": (413, "That is more than the studio accepts in one go; send less."),
     "upload_too_large": (413, "That file is too large to attach."),
     "unsupported_media_type": (
         415, "Attach a PDF or a photo (PNG, JPEG, WebP or HEIC); that file is none of these."),
     "client_key_conflict": (
         409, "That upload key already belongs to a different file. Choose the file again."),
-    "invalid_body": (422, "The request body is not valid."),
-    "invalid_request_id": (422, "The request ID must be 1 to 100 characters."),
+    "invalid_body": (422, "What was sent could not be read; reload the page and try again."),
+    "invalid_request_id": (
+        422, "This form's one-time key must be 1 to 100 characters. Reload the page to start"
+             " again."),
     "invalid_client_key": (422, "The client key must be 1 to 100 characters."),
     "invalid_limit": (422, "The limit must be a whole number from 1 to 500."),
     "invalid_cursor": (
         422, "That page address is not one the studio gave; start again from the first page."),
     "purpose_not_allowed": (422, "That purpose is not one the studio offers."),
-    "unknown_provider": (422, "That provider is not one the studio knows."),
+    "unknown_provider": (422, "That writer is not one the studio knows."),
     "too_many_tasks": (
-        422, "That request makes too many tasks; choose fewer invoices, providers or candidates."),
+        422, "That asks for too many suggestions at once; choose fewer invoices or writers, or"
+             " fewer suggestions each."),
     "invoice_incomplete": (422, "This draft is not complete enough to issue."),
     "credit_exceeds_invoice": (
         422, "The credit notes of an invoice cannot come to more than its total."),
-    "invalid_choice": (422, "A chosen proposal does not belong to that invoice in this request."),
+    "invalid_choice": (
+        422, "A chosen suggestion was not written for that invoice in this request."),
     "too_many_attempts": (
         429, "Too many failed sign-ins. Try again later."),
     "too_many_open_tasks": (
-        429, "You have too many proposals still being written. Wait for some to finish, or"
-             " cancel a request, then submit again."),
+        429, "You have too many suggestions still being written. Wait for some to finish, or"
+             " stop a request, then ask again."),
     "database_busy": (503, "The studio is busy; try again in a moment."),
     "storage_quota_exceeded": (
         413, "Your attachments use all the storage you have; remove some you no longer need,"

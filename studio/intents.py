@@ -85,17 +85,19 @@ def parse_intent(body: dict[str, Any], providers: Providers, max_tasks: int) -> 
     if asked is None:
         asked = [AUTO]
     if not asked or not all(isinstance(name, str) for name in asked):
-        raise Refusal("invalid_body", "Providers must be a list of provider names.")
+        raise Refusal("invalid_body", "Name each writer by its name, as text.")
     known = providers.names()
     if any(name not in known for name in asked):
-        raise Refusal("unknown_provider", f"Providers must be among: {', '.join(known)}.")
+        raise Refusal("unknown_provider", "That writer is not one the studio knows; choose"
+                                          f" among: {', '.join(known)}.")
     candidates = body.get("candidates", 1)
     if isinstance(candidates, str) and candidates.isascii() and candidates.isdigit() \
             and len(candidates) < 3:
         candidates = int(candidates)  # a form field is text
     if type(candidates) is not int or not 1 <= candidates <= MAX_CANDIDATES:
         raise Refusal(
-            "invalid_body", f"Candidates must be a whole number from 1 to {MAX_CANDIDATES}."
+            "invalid_body",
+            f"Ask for 1 to {MAX_CANDIDATES} suggestions from each writer (a whole number).",
         )
     intent = Intent(
         purpose=purpose.name,
@@ -106,8 +108,8 @@ def parse_intent(body: dict[str, Any], providers: Providers, max_tasks: int) -> 
     if intent.task_count > max_tasks:
         raise Refusal(
             "too_many_tasks",
-            f"That request makes {intent.task_count} tasks; the most in one request is "
-            f"{max_tasks}. Choose fewer invoices, providers or candidates.",
+            f"That asks for {intent.task_count} suggestions; the most in one request is "
+            f"{max_tasks}. Choose fewer invoices or writers, or fewer suggestions each.",
         )
     return intent
 
@@ -188,9 +190,9 @@ def create_lease(
         waiting = _waiting_tasks(db, actor.id)
         if waiting + len(plan) > max_open_tasks:
             raise Refusal("too_many_open_tasks", (
-                f"You have {waiting} proposals still being written and this request adds"
+                f"You have {waiting} suggestions still being written and this request adds"
                 f" {len(plan)}; at most {max_open_tasks} may wait at once. Wait for some to"
-                " finish, or cancel a request, then submit again."))
+                " finish, or stop a request, then ask again."))
     options = {"providers": list(intent.providers), "candidates": intent.candidates}
 
     def make(lease_id: str) -> None:

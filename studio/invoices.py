@@ -88,7 +88,8 @@ def parse_revision(body: dict[str, Any]) -> int:
             and len(revision) < 10:
         revision = int(revision)  # a form field is text
     if type(revision) is not int or revision < 1:
-        raise Refusal("invalid_body", "Name the revision you edited (a whole number from 1).")
+        raise Refusal("invalid_body", "Reload the draft and make your change again: the form"
+                                      " did not say which version of it you edited.")
     return revision
 
 
@@ -260,9 +261,8 @@ def _refuse_unless_draft(db: sqlite3.Connection, actor_id: str, invoice_id: str,
                                         "issued invoice never changes. Make a credit note "
                                         "to correct it.")
     if revision is not None and row["revision"] != revision:
-        raise Refusal("draft_changed", f"This draft changed since you opened it (you edited "
-                                       f"revision {revision}, it is now at {row['revision']}). "
-                                       "Reload it and make your change again.")
+        raise Refusal("draft_changed", "This draft changed since you opened it (in another tab"
+                                       " or elsewhere). Reload it and make your change again.")
     return row
 
 

@@ -259,7 +259,7 @@ def parse_choices(body: dict[str, Any]) -> dict[str, str]:
         raw = {key.removeprefix("choice:"): value for key, value in body.items()
                if key.startswith("choice:")}
     if not isinstance(raw, dict):
-        raise Refusal("invalid_body", "Choices must map an invoice id to a proposal id.")
+        raise Refusal("invalid_body", "Choose one suggestion for each invoice.")
     choices: dict[str, str] = {}
     for invoice_id, proposal_id in raw.items():
         try:

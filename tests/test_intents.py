@@ -31,7 +31,8 @@ async def test_new_replay_and_conflict_are_the_three_outcomes(studio):
     assert changed.status_code == 409
     assert changed.json() == {
         "detail": "request_id_conflict",
-        "message": "The request ID already belongs to different input.",
+        "message": "This form was already sent with different content. Reload the page to"
+                   " start again.",
     }
     db = studio.settings.db_path
     assert scalar(db, "SELECT COUNT(*) FROM leases") == 1

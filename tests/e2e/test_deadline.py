@@ -86,7 +86,7 @@ def test_apply_after_the_deadline_shows_the_expiry_message(page: Page, studio: S
 
     apply.click()
     expect(page.locator("#messages")).to_have_text(
-        "The deadline passed: nothing was written. Ask again for new proposals.")
+        "The time ran out: nothing was written. Ask again for new suggestions.")
     lease = studio.lease(lease_id)
     assert lease["status"] == "expired"
     assert studio.summary(ORCHARD) == ""
@@ -94,4 +94,4 @@ def test_apply_after_the_deadline_shows_the_expiry_message(page: Page, studio: S
     page.unroute(f"**/leases/{lease_id}")
     expect(page.locator("#lease-status")).to_contain_text("The time ran out.")
     # The refusal stays readable after the view catches up.
-    expect(page.locator("#messages")).to_contain_text("The deadline passed: nothing was written.")
+    expect(page.locator("#messages")).to_contain_text("The time ran out: nothing was written.")

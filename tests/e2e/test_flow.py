@@ -209,7 +209,7 @@ def test_request_id_conflict_shows_its_message(page: Page, studio: Studio) -> No
 
     page.get_by_role("button", name="Submit").click()
     expect(page.locator("#submit-status")).to_have_text(
-        "The request ID already belongs to different input.")
+        "This form was already sent with different content. Reload the page to start again.")
     expect(page).to_have_url(re.compile(r"/review\?"))
     assert studio.lease_count() == leases_before
     assert scalar(studio.db_path, "SELECT COUNT(*) FROM request_bindings WHERE request_id = ?",
@@ -232,10 +232,11 @@ def test_refusals_of_the_review_step_show_their_messages(page: Page, studio: Stu
     sign_in(page, studio.url)
     reply = page.goto(review_url(studio, NORTHWIND, candidates=9))
     assert reply is not None and reply.status == 422
-    expect(page.locator(".message")).to_have_text("Candidates must be a whole number from 1 to 5.")
+    expect(page.locator(".message")).to_have_text(
+        "Ask for 1 to 5 suggestions from each writer (a whole number).")
     reply = page.goto(review_url(studio, NORTHWIND, provider="nobody"))
     assert reply is not None and reply.status == 422
-    expect(page.locator(".message")).to_contain_text("Providers must be among")
+    expect(page.locator(".message")).to_contain_text("That writer is not one the studio knows")
 
     page.goto(studio.url + "/invoices")
     page.get_by_role("button", name="Summarize selected").click()

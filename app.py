@@ -18,7 +18,7 @@ from studio import assets, attachments, documents, metrics, web
 from studio.auth import Sessions
 from studio.browser import ClientTimeout, CrossOriginGuard
 from studio.config import Settings, from_environment, signing_keys
-from studio.db import Database
+from studio.db import Database, open_database
 from studio.demo import ensure_demo
 from studio.memo import Memo
 from studio.providers import Provider, Providers
@@ -59,7 +59,7 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        db = await Database(settings.db_path).open()
+        db = await open_database(settings).open()
         if settings.demo:
             await ensure_demo(db)
         known = Providers(settings, providers)

@@ -142,8 +142,7 @@ class Sessions:
         if not cookie:
             raise Refusal("not_signed_in")
         key = self._session_key(cookie)
-        row = await self.db.read(_actor_by_session, key)
-        now = time.time()
+        row, now = await self.db.read(_actor_by_session, key)
         if row is None:
             raise Refusal("not_signed_in")
         seen = row["last_seen_at"] or row["created_at"]
@@ -163,7 +162,8 @@ class Sessions:
                 log.warning("a session's use could not be recorded: %s", error)
         if len(self._current_until) > 4096:
             self._current_until.clear()
-        self._current_until[key] = min(ends_at, seen + self.touch_every)
+        # Kept as a span of this process's monotonic clock: its wall clock may be wrong.
+        self._current_until[key] = time.monotonic() + min(ends_at, seen + self.touch_every) - now
         return Actor(row["id"], row["email"], row["session_id"])
 
     def confirmed(self, cookie: str | None) -> bool:
@@ -175,7 +175,7 @@ class Sessions:
             key = self._session_key(cookie)
         except Refusal:
             return False
-        return self._current_until.get(key, 0.0) > time.time()
+        return self._current_until.get(key, 0.0) > time.monotonic()
 
 
 def _verify_password(password_hash: str, password: str) -> bool:
@@ -191,14 +191,17 @@ def _actor_by_email(db: sqlite3.Connection, email: str) -> sqlite3.Row | None:
     ).fetchone()
 
 
-def _actor_by_session(db: sqlite3.Connection, session_id: str) -> sqlite3.Row | None:
+def _actor_by_session(db: sqlite3.Connection, session_id: str
+                      ) -> tuple[sqlite3.Row | None, float]:
+    """The session's actor, and the time it is judged at: the database's clock on PostgreSQL,
+    so a host whose clock is wrong ends no session early and keeps none late."""
     return db.execute(
         "SELECT actors.id, actors.email, sessions.id AS session_id, sessions.created_at,"
         " sessions.last_seen_at FROM sessions"
         " JOIN actors ON actors.id = sessions.actor_id WHERE sessions.id = ?"
         " AND actors.disabled_at IS NULL",
         (session_id,),
-    ).fetchone()
+    ).fetchone(), clock(None)
 
 
 def _open_session(db: sqlite3.Connection, session_id: str, actor_id: str, now: float,
@@ -231,9 +234,10 @@ def _touch_session(db: sqlite3.Connection, session_id: str, now: float) -> None:
     db.execute("UPDATE sessions SET last_seen_at = ? WHERE id = ?", (now, session_id))
 
 
-def expired_sessions(db: sqlite3.Connection, now: float, idle_seconds: float,
+def expired_sessions(db: sqlite3.Connection, now: float | None, idle_seconds: float,
                      max_seconds: float) -> list[str]:
     """Sessions past their absolute life, or unused for longer than the idle limit."""
+    now = clock(now)
     return [row[0] for row in db.execute(
         "SELECT id FROM sessions WHERE created_at <= ?"
         " OR COALESCE(last_seen_at, created_at) <= ?",

@@ -38,7 +38,10 @@ def _settings(args: argparse.Namespace) -> Settings:
     # --db and the other flags go through the environment, so uvicorn's worker processes,
     # which build the app themselves, see the same settings.
     if getattr(args, "db", None):
-        os.environ["STUDIO_DB"] = args.db
+        if args.db.startswith(("postgresql://", "postgres://")):
+            os.environ["STUDIO_DATABASE_URL"] = args.db
+        else:
+            os.environ["STUDIO_DB"] = args.db
     return from_environment()
 
 
@@ -48,7 +51,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 def serve(args: argparse.Namespace) -> None:
     import uvicorn
 
-    from studio.db import SchemaTooNew, prepare
+    from studio.db import DatabaseUnavailable, SchemaTooNew, database_name, prepare_database
     from studio.metrics import MULTIPROCESS_ENV
 
     if args.demo:
@@ -59,18 +62,20 @@ def serve(args: argparse.Namespace) -> None:
     logs.configure(settings.log_format)
     if args.workers < 1:
         raise CommandError("--workers must be at least 1.")
-    signing_keys(settings)  # a readable key file stops the start here, with how to fix it
     try:
-        prepare(settings.db_path)  # migrate once, before any worker process starts
+        signing_keys(settings)  # a readable key file stops the start here, with how to fix it
+        prepare_database(settings)  # migrate once, before any worker process starts
     except SchemaTooNew as error:
         raise CommandError(str(error)) from None
+    except DatabaseUnavailable as error:
+        raise CommandError(unreachable(settings, error)) from None
     if args.workers > 1 and not os.environ.get(MULTIPROCESS_ENV):
         # Counters from every worker process are summed from files here (see metrics.py).
         _remove_counters_of_the_dead()
         counters = tempfile.mkdtemp(prefix=f"{COUNTERS_PREFIX}{os.getpid()}-")
         os.environ[MULTIPROCESS_ENV] = counters
         atexit.register(shutil.rmtree, counters, True)
-    started = {"version": _version(), "db": str(settings.db_path.resolve()),
+    started = {"version": _version(), "db": database_name(settings),
                "address": f"http://{args.host}:{args.port}", "workers": args.workers,
                "proxy_headers": settings.proxy_headers}
     log.info("studio %s serving %s on %s with %d worker process(es)%s", started["version"],
@@ -104,19 +109,19 @@ def _remove_counters_of_the_dead() -> None:
 
 
 async def _work() -> None:
-    from studio.db import Database
+    from studio.db import open_database
     from studio.providers import Providers
     from studio.worker import Worker
 
     settings = from_environment()
-    db = await Database(settings.db_path).open()
+    db = await open_database(settings).open()
     worker = Worker(db, Providers(settings), settings)
     runner = asyncio.create_task(worker.run())
     loop = asyncio.get_running_loop()
     for stop in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(stop, runner.cancel)
     logging.getLogger("studio.worker").info("worker %s started on %s", worker.name,
-                                            settings.db_path)
+                                            db.path)
     try:
         await runner
     except asyncio.CancelledError:
@@ -126,7 +131,7 @@ async def _work() -> None:
 
 
 def work(args: argparse.Namespace) -> None:
-    from studio.db import SchemaTooNew
+    from studio.db import DatabaseUnavailable, SchemaTooNew
 
     settings = _settings(args)
     logs.configure(settings.log_format)
@@ -134,18 +139,31 @@ def work(args: argparse.Namespace) -> None:
         asyncio.run(_work())
     except SchemaTooNew as error:
         raise CommandError(str(error)) from None
+    except DatabaseUnavailable as error:
+        raise CommandError(unreachable(settings, error)) from None
+
+
+def unreachable(settings: Settings, error: Exception) -> str:
+    """Why the database cannot be reached, naming it without its password."""
+    from studio.db import database_name
+
+    reason = str(error).replace(settings.database_url, "<the database URL>") \
+        if settings.database_url else str(error)
+    return f"The database {database_name(settings)} cannot be reached: {reason}"
 
 
 # --- accounts --------------------------------------------------------------------------------
 
 
 def _store(settings: Settings) -> sqlite3.Connection:
-    from studio.db import SchemaTooNew, connect
+    from studio.db import DatabaseUnavailable, SchemaTooNew, connect_to
 
     try:
-        return connect(settings.db_path)
+        return connect_to(settings)
     except SchemaTooNew as error:
         raise CommandError(str(error)) from None
+    except DatabaseUnavailable as error:
+        raise CommandError(unreachable(settings, error)) from None
 
 
 def _password(from_stdin: bool) -> str:

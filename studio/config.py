@@ -26,6 +26,9 @@ def _number(env: dict[str, str], name: str, default: float) -> float:
 @dataclass(frozen=True)
 class Settings:
     db_path: Path = Path("studio.db")
+    # postgresql://user:pass@host:5432/name: PostgreSQL instead of the SQLite file.
+    database_url: str = field(default="", repr=False)
+    db_pool_size: int = 10
     secret_key: str = ""
     lease_seconds: float = 90.0
     provider_delay_s: float = 0.0
@@ -73,6 +76,8 @@ def from_environment(env: dict[str, str] | None = None) -> Settings:
     db_path = Path(env.get("STUDIO_DB") or "studio.db")
     return Settings(
         db_path=db_path,
+        database_url=env.get("STUDIO_DATABASE_URL", "").strip(),
+        db_pool_size=max(1, int(_number(env, "STUDIO_DB_POOL_SIZE", 10))),
         secret_key=env.get("STUDIO_SECRET_KEY", ""),
         lease_seconds=_number(env, "STUDIO_LEASE_SECONDS", 90.0) or 90.0,
         provider_delay_s=_number(env, "STUDIO_PROVIDER_DELAY_S", 0.0),
@@ -118,9 +123,13 @@ def _choice(env: dict[str, str], name: str, allowed: tuple[str, ...]) -> str:
 
 def signing_key(settings: Settings) -> str:
     """The cookie signing key: the configured one, else one generated once beside the database,
-    readable by its owner only."""
+    readable by its owner only (on PostgreSQL, kept in the database for every host)."""
     if settings.secret_key:
         return settings.secret_key
+    if settings.database_url:
+        from studio.postgres import signing_key_in_database
+
+        return signing_key_in_database(settings.database_url, secrets.token_urlsafe(48))
     path = settings.db_path.with_name(settings.db_path.name + ".secret")
     _remove_stale_drafts(path)
     if not path.exists():

@@ -15,10 +15,15 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiosqlite
+
+if TYPE_CHECKING:
+    from studio.config import Settings
+    from studio.postgres import PgDatabase
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -427,13 +432,18 @@ def owner_only(path: Path) -> None:
             pass
 
 
+class DatabaseUnavailable(Exception):
+    """The database cannot be reached: answered 503 while it is away, never a 500."""
+
+
 class SchemaTooNew(Exception):
     """The file was written by a newer studio: refused, and left exactly as it was."""
 
-    def __init__(self, path: Path, found: int) -> None:
+    def __init__(self, path: Path | str, found: int, known: int | None = None) -> None:
+        known = len(MIGRATIONS) if known is None else known
         super().__init__(
             f"{path} has schema version {found}, but this studio knows versions up to"
-            f" {len(MIGRATIONS)}. It was left untouched: run the newer studio that wrote it,"
+            f" {known}. It was left untouched: run the newer studio that wrote it,"
             " or restore a backup made by this version."
         )
 
@@ -545,8 +555,14 @@ def sync_path(path: Path) -> None:
 
 def clock(now: float | None) -> float:
     """The time a unit acts at: read inside its transaction, after the write lock is held,
-    so a wait for the lock can never make a deadline check stale. Tests may pass their own."""
-    return time.time() if now is None else now
+    so a wait for the lock can never make a deadline check stale. On PostgreSQL it is the
+    database's clock, so a host whose own clock is wrong judges every deadline as the others
+    do. Tests may pass their own."""
+    if now is not None:
+        return now
+    current = getattr(_committing, "db", None)
+    read_clock = getattr(current, "database_clock", None)
+    return time.time() if read_clock is None else read_clock()
 
 
 _committing = threading.local()
@@ -568,6 +584,7 @@ def in_transaction(db: sqlite3.Connection, unit: Unit[T], *args: Any, **kwargs: 
     What the unit asked to follow the commit (`after_commit`) runs only once it has."""
     db.execute("BEGIN IMMEDIATE")
     _committing.calls = waiting = []
+    _committing.db = db
     try:
         result = unit(db, *args, **kwargs)
         db.execute("COMMIT")
@@ -576,7 +593,7 @@ def in_transaction(db: sqlite3.Connection, unit: Unit[T], *args: Any, **kwargs: 
             db.execute("ROLLBACK")
         raise
     finally:
-        _committing.calls = None
+        _committing.calls = _committing.db = None
     for call in waiting:
         try:
             call()
@@ -588,10 +605,13 @@ def in_transaction(db: sqlite3.Connection, unit: Unit[T], *args: Any, **kwargs: 
 def in_snapshot(db: sqlite3.Connection, unit: Unit[T], *args: Any) -> T:
     """Run `unit(db, *args)` inside a read transaction: every SELECT sees one moment."""
     db.execute("BEGIN")
+    _committing.db = db
     try:
         return unit(db, *args)
     finally:
-        db.execute("COMMIT")
+        _committing.db = None
+        if db.in_transaction:
+            db.execute("COMMIT")
 
 
 class Database:
@@ -637,7 +657,7 @@ class Database:
         # by a cancelled request.
         return await self._writer._execute(call, self._writer._conn, *args, **kwargs)
 
-    def version(self) -> int:
+    async def version(self) -> int:
         """A number that changes whenever any other connection commits to the file."""
         assert self._watch is not None, "the database is not open"
         return self._watch.execute("PRAGMA data_version").fetchone()[0]
@@ -656,3 +676,89 @@ def _set_up(db: sqlite3.Connection) -> None:
     db.execute("PRAGMA synchronous = FULL")
     # The row a REPLACE deletes then meets the delete triggers, so it cannot be an issued one.
     db.execute("PRAGMA recursive_triggers = ON")
+
+
+# --- the one seam between the two databases -------------------------------------------------
+
+
+def is_postgres(settings: Settings) -> bool:
+    return bool(settings.database_url)
+
+
+def open_database(settings: Settings) -> Database | PgDatabase:
+    """The studio's database, SQLite or PostgreSQL as the settings name it (not yet open)."""
+    if is_postgres(settings):
+        from studio.postgres import PgDatabase
+
+        return PgDatabase(settings.database_url, settings.db_pool_size)
+    return Database(settings.db_path)
+
+
+def prepare_database(settings: Settings) -> None:
+    """Migrate the database the settings name, refusing one of a newer schema untouched."""
+    if is_postgres(settings):
+        from studio import postgres
+
+        postgres.prepare(settings.database_url)
+    else:
+        prepare(settings.db_path)
+
+
+def connect_to(settings: Settings) -> Any:
+    """A migrated connection for a one-shot command (`studio users`, `studio import`)."""
+    if is_postgres(settings):
+        from studio import postgres
+
+        postgres.prepare(settings.database_url)
+        return postgres.connect(settings.database_url)
+    return connect(settings.db_path)
+
+
+def refuse_if_newer_database(settings: Settings) -> None:
+    if is_postgres(settings):
+        from studio import postgres
+
+        postgres.refuse_if_newer(settings.database_url)
+    else:
+        refuse_if_newer(settings.db_path)
+
+
+def database_name(settings: Settings) -> str:
+    """What names the database in a log line or a message: never a password."""
+    if is_postgres(settings):
+        from studio.postgres import display
+
+        return display(settings.database_url)
+    return str(settings.db_path.resolve())
+
+
+def schema_of(db: Any) -> tuple[int, int]:
+    """(the schema version a connection's database has, the newest this studio knows)."""
+    if isinstance(db, sqlite3.Connection):
+        return db.execute("PRAGMA user_version").fetchone()[0], len(MIGRATIONS)
+    from studio import pg_schema, postgres
+
+    return postgres.schema_version(db), len(pg_schema.MIGRATIONS)
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """The few fragments of SQL the two databases must spell differently, side by side."""
+
+    name: str
+    # The claim's choice of index for waiting tasks (SQLite's planner needs telling).
+    tasks_waiting: str
+    # Joins in the order written (SQLite's CROSS JOIN keeps it; PostgreSQL plans its own).
+    join_in_order: str
+    # The claimed row, locked; another claimer passes over it instead of waiting.
+    skip_locked: str
+
+
+SQLITE = Dialect("sqlite", tasks_waiting="INDEXED BY tasks_waiting", join_in_order="CROSS JOIN",
+                 skip_locked="")
+POSTGRES = Dialect("postgresql", tasks_waiting="", join_in_order="JOIN",
+                   skip_locked="FOR UPDATE OF tasks SKIP LOCKED")
+
+
+def dialect_of(db: Any) -> Dialect:
+    return SQLITE if isinstance(db, sqlite3.Connection) else POSTGRES

@@ -70,6 +70,8 @@ REFUSALS: dict[str, tuple[int, str]] = {
         429, "You have too many suggestions still being written. Wait for some to finish, or"
              " stop a request, then ask again."),
     "database_busy": (503, "The studio is busy; try again in a moment."),
+    "database_unavailable": (
+        503, "The studio cannot reach its database just now; try again in a moment."),
     "storage_quota_exceeded": (
         413, "Your attachments use all the storage you have; remove some you no longer need,"
              " then attach this file again."),

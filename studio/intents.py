@@ -11,7 +11,7 @@ from typing import Any
 
 from studio import bindings, logs
 from studio.auth import Actor
-from studio.db import Database, clock
+from studio.db import Database, clock, dialect_of
 from studio.errors import Refusal
 from studio.leases import record_event, timestamp
 from studio.providers import AUTO, Providers
@@ -224,7 +224,7 @@ def create_lease(
 
 def _waiting_tasks(db: sqlite3.Connection, actor_id: str) -> int:
     return db.execute(
-        "SELECT COUNT(*) FROM leases JOIN tasks INDEXED BY tasks_waiting"
+        f"SELECT COUNT(*) FROM leases JOIN tasks {dialect_of(db).tasks_waiting}"
         " ON tasks.lease_id = leases.id WHERE leases.actor_id = ? AND leases.status = 'open'"
         " AND tasks.status IN ('pending', 'running')",
         (actor_id,),

@@ -187,7 +187,8 @@ def expire_due(db: sqlite3.Connection, now: float | None = None) -> int:
     return len(due)
 
 
-def any_due(db: sqlite3.Connection, now: float) -> bool:
+def any_due(db: sqlite3.Connection, now: float | None = None) -> bool:
+    now = clock(now)
     return db.execute(
         "SELECT 1 FROM leases WHERE status IN ('open', 'proposed') AND deadline_at <= ? LIMIT 1",
         (now,),
@@ -372,8 +373,8 @@ def view(db: sqlite3.Connection, lease_id: str, actor_id: str) -> dict[str, Any]
     if lease is None:
         return None
     done, failed = db.execute(
-        "SELECT COALESCE(SUM(status = 'done'), 0), COALESCE(SUM(status = 'failed'), 0)"
-        " FROM tasks WHERE lease_id = ?",
+        "SELECT COUNT(CASE WHEN status = 'done' THEN 1 END),"
+        " COUNT(CASE WHEN status = 'failed' THEN 1 END) FROM tasks WHERE lease_id = ?",
         (lease_id,),
     ).fetchone()
     invoices: dict[str, dict[str, Any]] = {}

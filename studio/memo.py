@@ -27,7 +27,7 @@ class Memo:
     def __init__(self, db: Database, size: int = SIZE) -> None:
         self.db = db
         self.size = size
-        self._kept: OrderedDict[Hashable, tuple[int, Kept]] = OrderedDict()
+        self._kept: OrderedDict[Hashable, tuple[object, Kept]] = OrderedDict()
 
     async def answer(
         self, key: Hashable, compute: Callable[[], Awaitable[Response]],
@@ -36,7 +36,7 @@ class Memo:
         """The answer remembered under `key` at the current version, else `compute()`'s,
         remembered when `keep` says so. A refusal raised by `compute` is never remembered."""
         # Read before computing: a commit racing the computation only leaves it unused.
-        version = self.db.version()
+        version = await self.db.version()
         kept = self._get(key, version)
         if kept is not None:
             return kept
@@ -45,7 +45,7 @@ class Memo:
             self._put(key, version, response)
         return response
 
-    def _get(self, key: Hashable, version: int) -> Response | None:
+    def _get(self, key: Hashable, version: object) -> Response | None:
         kept = self._kept.get(key)
         if kept is None or kept[0] != version:
             return None
@@ -55,7 +55,7 @@ class Memo:
         response.raw_headers = list(headers)
         return response
 
-    def _put(self, key: Hashable, version: int, response: Response) -> None:
+    def _put(self, key: Hashable, version: object, response: Response) -> None:
         if len(response.body) > LARGEST_BYTES:
             return
         kept: Kept = (response.status_code, tuple(response.raw_headers), bytes(response.body))

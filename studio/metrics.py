@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from studio import logs
-from studio.db import MIGRATIONS, clock
+from studio.db import DatabaseUnavailable, clock, schema_of
 from studio.errors import Refusal
 
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -135,13 +135,13 @@ async def metrics(request: Request) -> Response:
                                    "Cache-Control": "no-store"})
 
 
-def _beat(db: sqlite3.Connection) -> int:
+def _beat(db: sqlite3.Connection) -> tuple[int, int]:
     db.execute(
         "INSERT INTO health (id, checked_at) VALUES (1, ?)"
         " ON CONFLICT (id) DO UPDATE SET checked_at = excluded.checked_at",
         (clock(None),),
     )
-    return db.execute("PRAGMA user_version").fetchone()[0]
+    return schema_of(db)
 
 
 async def healthz(request: Request) -> Response:
@@ -150,15 +150,15 @@ async def healthz(request: Request) -> Response:
     started = time.monotonic()
     try:
         async with asyncio.timeout(HEALTH_TIMEOUT_S):
-            version = await studio.db.write(_beat)
-    except (sqlite3.Error, TimeoutError) as error:
+            version, known = await studio.db.write(_beat)
+    except (sqlite3.Error, TimeoutError, DatabaseUnavailable) as error:
         return JSONResponse(
             {"status": "unavailable", "detail": "database_unavailable",
              "message": f"The database did not take a write: {type(error).__name__}.",
              "pid": os.getpid()},
             status_code=503, headers={"Cache-Control": "no-store", "Retry-After": "5"})
     return JSONResponse(
-        {"status": "ok", "schema_version": version, "schema_known": len(MIGRATIONS),
+        {"status": "ok", "schema_version": version, "schema_known": known,
          "write_ms": round((time.monotonic() - started) * 1000, 1), "pid": os.getpid()},
         headers={"Cache-Control": "no-store"})
 

@@ -24,7 +24,7 @@ from starlette.templating import Jinja2Templates
 from studio import accounts, intents, invoices, leases, paging
 from studio.auth import SESSION_COOKIE, Actor, Sessions
 from studio.config import Settings
-from studio.db import Database
+from studio.db import Database, DatabaseUnavailable
 from studio.errors import Refusal, storage_full
 from studio.memo import Memo
 from studio.providers import Providers
@@ -474,8 +474,18 @@ async def on_integrity_error(request: Request, exc: Exception) -> Response:
     return refusal_response(request, Refusal("conflict"))
 
 
+async def on_database_unavailable(request: Request, exc: Exception) -> Response:
+    """The database is away (restarted, the network down): 503 until it is back, which the
+    pool notices by itself; nothing was acknowledged, so nothing is lost."""
+    logging.getLogger(__name__).warning("the database is unavailable: %s", exc)
+    response = refusal_response(request, Refusal("database_unavailable"))
+    response.headers["Retry-After"] = "1"
+    return response
+
+
 EXCEPTION_HANDLERS = {
     Refusal: on_refusal,
+    DatabaseUnavailable: on_database_unavailable,
     HTTPException: on_http_error,
     sqlite3.OperationalError: on_database_error,
     OSError: on_file_error,

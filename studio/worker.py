@@ -17,7 +17,7 @@ from typing import Any
 from studio import leases, metrics
 from studio.auth import expired_sessions
 from studio.config import Settings
-from studio.db import Database, clock
+from studio.db import Database, clock, dialect_of
 from studio.providers import Providers
 from studio.purposes import PURPOSES, invoice_fields
 
@@ -55,18 +55,20 @@ def claim_task(
     task (deadline, then position), so one actor's big batch cannot hold back another's task.
     A worker only takes tasks for `providers` it has, so it never robs one that can run them."""
     now = clock(now)
+    sql = dialect_of(db)
     known = None if providers is None else json.dumps(providers)
     waiting = """
         tasks.status IN ('pending', 'running')
         AND (tasks.status = 'pending' OR tasks.claim_expires_at <= :now)
-        AND (:known IS NULL OR tasks.provider IN (SELECT value FROM json_each(:known)))"""
+        AND (CAST(:known AS TEXT) IS NULL
+             OR tasks.provider IN (SELECT value FROM json_each(:known)))"""
     args = {"claim": claim, "expires": now + claim_seconds, "now": now, "known": known}
     turn = db.execute(
         f"""
         SELECT leases.actor_id FROM leases LEFT JOIN actor_turns
             ON actor_turns.actor_id = leases.actor_id
          WHERE leases.status = 'open' AND leases.deadline_at > :now
-           AND EXISTS (SELECT 1 FROM tasks INDEXED BY tasks_waiting
+           AND EXISTS (SELECT 1 FROM tasks {sql.tasks_waiting}
                         WHERE tasks.lease_id = leases.id AND {waiting})
          ORDER BY COALESCE(actor_turns.turn, 0), leases.deadline_at LIMIT 1
         """,
@@ -79,11 +81,12 @@ def claim_task(
         UPDATE tasks SET status = 'running', claim = :claim, claim_expires_at = :expires,
                          attempts = attempts + 1
          WHERE id = (
-            SELECT tasks.id FROM leases CROSS JOIN tasks INDEXED BY tasks_waiting
+            SELECT tasks.id FROM leases {sql.join_in_order} tasks {sql.tasks_waiting}
                 ON tasks.lease_id = leases.id
              WHERE leases.actor_id = :actor
                AND leases.status = 'open' AND leases.deadline_at > :now AND {waiting}
-             ORDER BY leases.deadline_at, tasks.position LIMIT 1)
+             ORDER BY leases.deadline_at, tasks.position LIMIT 1 {sql.skip_locked})
+           AND (status = 'pending' OR (status = 'running' AND claim_expires_at <= :now))
         RETURNING id, lease_id, invoice_id, provider, candidate, attempts
         """,
         {**args, "actor": turn["actor_id"]},
@@ -131,7 +134,8 @@ def release_claims(db: sqlite3.Connection, claims: list[str]) -> None:
     an attempt it never finished does not count against the task."""
     db.executemany(
         "UPDATE tasks SET status = 'pending', claim = NULL, claim_expires_at = NULL,"
-        " attempts = MAX(attempts - 1, 0) WHERE claim = ? AND status = 'running'",
+        " attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END"
+        " WHERE claim = ? AND status = 'running'",
         [(claim,) for claim in claims],
     )
 
@@ -264,12 +268,12 @@ async def sweep(db: Database, settings: Settings | None = None) -> None:
     rounds = 0
     while True:
         try:
-            if await db.read(leases.any_due, time.time()):
+            if await db.read(leases.any_due):
                 count = await db.write(leases.expire_due)
                 if count:
                     log.info("expired %d lease(s) at their deadline", count)
             if rounds % SESSION_SWEEP_ROUNDS == 0 and await db.read(
-                    expired_sessions, time.time(), settings.session_idle_seconds,
+                    expired_sessions, None, settings.session_idle_seconds,
                     settings.session_max_seconds):
                 ended = await db.write(leases.end_expired_sessions, settings.session_idle_seconds,
                                        settings.session_max_seconds)

@@ -24,6 +24,7 @@ from app import create_app
 from studio.config import Settings
 from studio.db import in_transaction, prepare
 from studio.demo import DEMO_PASSWORD, seed_demo
+from tests import backends
 
 ROOT = Path(__file__).resolve().parent.parent
 ADA, BEN = "ada@example.com", "ben@example.com"
@@ -58,14 +59,16 @@ def seeded_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def settings(tmp_path: Path, seeded_template: Path) -> Settings:
     db_path = tmp_path / "studio.db"
+    if backends.ON_POSTGRES:
+        return Settings(db_path=db_path, database_url=backends.use_seeded(db_path),
+                        secret_key="test-secret", demo=True)
     shutil.copyfile(seeded_template, db_path)
     return Settings(db_path=db_path, secret_key="test-secret", demo=True)
 
 
-def rows(db_path: Path, sql: str, *params: Any) -> list[sqlite3.Row]:
-    """Read the database file directly, as a second process would."""
-    db = sqlite3.connect(db_path)
-    db.row_factory = sqlite3.Row
+def rows(db_path: Path, sql: str, *params: Any) -> list[Any]:
+    """Read the database directly, as a second process would."""
+    db = backends.connect(db_path)
     try:
         return db.execute(sql, params).fetchall()
     finally:
@@ -77,25 +80,32 @@ def scalar(db_path: Path, sql: str, *params: Any) -> Any:
 
 
 def execute(db_path: Path, sql: str, *params: Any) -> None:
-    db = sqlite3.connect(db_path, timeout=30)
+    db = backends.connect(db_path)
     try:
-        with db:
-            db.execute(sql, params)
+        in_transaction(db, lambda db: db.execute(sql, params))
     finally:
         db.close()
 
 
 def table_counts(db_path: Path) -> dict[str, int]:
     """Every table's row count, to show that a refused request changed nothing."""
-    names = [r[0] for r in rows(db_path, "SELECT name FROM sqlite_master WHERE type = 'table'")]
-    return {name: scalar(db_path, f"SELECT COUNT(*) FROM {name}") for name in names}
+    db = backends.connect(db_path)
+    try:
+        return {name: db.execute(f"SELECT COUNT(*) FROM {name}").fetchone()[0]
+                for name in backends.tables(db)}
+    finally:
+        db.close()
 
 
 def database_digest(db_path: Path) -> str:
     """Every row of every table, to show that nothing at all changed."""
-    db = sqlite3.connect(db_path)
+    db = backends.connect(db_path)
     try:
-        return "\n".join(db.iterdump())
+        if isinstance(db, sqlite3.Connection):
+            return "\n".join(db.iterdump())
+        return "\n".join(
+            f"{name}: {sorted(map(repr, db.execute(f'SELECT * FROM {name}').fetchall()))}"
+            for name in backends.tables(db))
     finally:
         db.close()
 
@@ -208,14 +218,19 @@ class Server:
 def studio_env(db_path: Path, **settings: str) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("STUDIO_")}
     env.update({"STUDIO_DB": str(db_path), "STUDIO_SECRET_KEY": "test-secret",
-                "PYTHONUNBUFFERED": "1", **settings})
+                "PYTHONUNBUFFERED": "1"})
+    url = backends.database_url(db_path)
+    if url is not None:
+        env["STUDIO_DATABASE_URL"] = url
+    env.update(settings)
     return env
 
 
 def studio_command(db_path: Path, *args: str, input: str | None = None, timeout: float = 60,
                    **settings: str) -> subprocess.CompletedProcess[str]:
     """`studio ARGS --db DB_PATH` as an operator types it; its output captured as text."""
-    return subprocess.run([sys.executable, "-m", "studio.cli", *args, "--db", str(db_path)],
+    db = backends.database_url(db_path) or str(db_path)
+    return subprocess.run([sys.executable, "-m", "studio.cli", *args, "--db", db],
                           cwd=ROOT, env=studio_env(db_path, **settings), input=input,
                           capture_output=True, text=True, timeout=timeout)
 

@@ -1,16 +1,35 @@
 #!/usr/bin/env bash
-# Install everything the suite needs on a fresh machine, then run all of it, browser tests included.
+# Install everything the suite needs on a fresh machine, then run all of it, browser tests
+# included: once on SQLite, then again on PostgreSQL in a throwaway cluster.
+# STUDIO_TEST_BACKENDS="sqlite" (or "postgresql") runs one pass only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v chromium >/dev/null 2>&1; then
-  as_root=""
-  [ "$(id -u)" = 0 ] || as_root="sudo"
+as_root=""
+[ "$(id -u)" = 0 ] || as_root="sudo"
+backends="${STUDIO_TEST_BACKENDS:-sqlite postgresql}"
+missing=""
+command -v chromium >/dev/null 2>&1 || missing="chromium"
+if [[ "$backends" == *postgresql* ]] && ! command -v pg_virtualenv >/dev/null 2>&1; then
+  missing="$missing postgresql postgresql-common"
+fi
+if [ -n "$missing" ]; then
   $as_root apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $as_root apt-get install -y -qq chromium >/dev/null
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive $as_root apt-get install -y -qq $missing >/dev/null
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e '.[test]'
-exec .venv/bin/python -m pytest "$@"
+
+for backend in $backends; do
+  echo "=== the suite on $backend ==="
+  if [ "$backend" = postgresql ]; then
+    # A cluster of its own, gone when the pass ends; it exports PGHOST, PGUSER, PGPASSWORD.
+    $as_root pg_virtualenv -t env STUDIO_TEST_DATABASE=postgresql \
+      .venv/bin/python -m pytest "$@"
+  else
+    .venv/bin/python -m pytest "$@"
+  fi
+done

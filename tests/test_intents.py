@@ -85,7 +85,8 @@ async def test_failure_on_the_last_task_insert_leaves_no_lease_no_task_no_bindin
     broken = [*plan[:-1], (plan[-1][0], object(), plan[-1][2])]  # unbindable in SQLite
     before = table_counts(studio.settings.db_path)
 
-    with pytest.raises(Exception, match="type 'object' is not supported|Error binding"):
+    unbindable = "type .object. is not supported|Error binding|cannot adapt type"
+    with pytest.raises(Exception, match=unbindable):
         await studio.studio.db.write(intents.create_lease, actor, request, broken, 90, time.time())
 
     assert table_counts(studio.settings.db_path) == before

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 from typing import Any
 
 import pytest
 
+from tests import backends
 from tests.conftest import (
     BEN,
     execute,
@@ -368,7 +368,7 @@ async def test_apply_waiting_for_the_write_lock_past_the_deadline_writes_nothing
         await wait_for_status(client, lease_id, "proposed")
         execute(settings.db_path, "UPDATE leases SET deadline_at = ? WHERE id = ?",
                 time.time() + 0.4, lease_id)
-        holder = sqlite3.connect(settings.db_path, isolation_level=None, timeout=30)
+        holder = backends.connect(settings.db_path)
         holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock...
         applying = asyncio.create_task(client.post(f"/leases/{lease_id}/apply"))
         await asyncio.sleep(0.8)  # ...past the deadline

@@ -1,0 +1,340 @@
+"""PostgreSQL: the same units on a pool of psycopg connections.
+
+A unit is a plain function of a connection, written once in the SQL both databases read
+(`?` and `:name` placeholders). Here a connection speaks the few words of SQLite's that the
+units use (execute, executemany, fetchone, fetchall, rowcount, in_transaction, rows read by
+name or place), so a unit never knows which database it runs on. What must differ between the
+two is named in one place each: the placeholders and list matching (`translate`), the write
+lock (`BEGIN IMMEDIATE` below), the clock (`database_clock`), the schema (studio/pg_schema.py).
+
+Writes are one at a time, as on SQLite: every write transaction first takes one
+transaction-scoped advisory lock, so a unit's checks and its writes see one state, on every
+host, with no lock order to get wrong and nothing to deadlock on. Reads never wait for it:
+each read runs in a REPEATABLE READ snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import logging
+import re
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+import psycopg.conninfo
+import psycopg.errors
+import psycopg_pool
+from psycopg.pq import TransactionStatus
+
+from studio.db import DatabaseUnavailable, SchemaTooNew, in_snapshot, in_transaction
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# pg_advisory_xact_lock keys: the one write lock, and the lock the first process to start
+# holds while it migrates.
+WRITE_LOCK = 0x5354_5544_494F
+MIGRATION_LOCK = WRITE_LOCK + 1
+
+# Transaction statements, sent as they are (no placeholders: one round trip for both).
+STATEMENTS = {
+    "BEGIN IMMEDIATE": f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})",
+    "BEGIN": "BEGIN ISOLATION LEVEL REPEATABLE READ",
+    "COMMIT": "COMMIT",
+    "ROLLBACK": "ROLLBACK",
+}
+# A write waits this long for the write lock before it is answered 503 database_busy, as
+# SQLite's busy timeout.
+LOCK_TIMEOUT_MS = 30_000
+RETRIES = 3
+# SQLite's table-valued json_each, as PostgreSQL spells a JSON list's elements.
+REWRITES = [
+    (re.compile(r"json_each\((%s|%\(\w+\)s)\)"), r"json_array_elements_text(CAST(\1 AS json))"),
+]
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@functools.lru_cache(maxsize=4096)
+def translate(sql: str) -> str:
+    """SQLite's placeholders as psycopg's (`?` -> `%s`, `:name` -> `%(name)s`), a literal `%`
+    doubled; quoted text and `::` casts left alone."""
+    out: list[str] = []
+    i, n = 0, len(sql)
+    while i < n:
+        char = sql[i]
+        if char == "'":
+            end = sql.index("'", i + 1)
+            while end + 1 < n and sql[end + 1] == "'":  # '' is a quote inside the text
+                end = sql.index("'", end + 2)
+            out.append(sql[i:end + 1].replace("%", "%%"))
+            i = end + 1
+        elif char == "?":
+            out.append("%s")
+            i += 1
+        elif char == ":" and i + 1 < n and sql[i + 1] == ":":
+            out.append("::")
+            i += 2
+        elif char == ":" and (name := _NAME.match(sql, i + 1)):
+            out.append(f"%({name.group()})s")
+            i = name.end()
+        elif char == "%":
+            out.append("%%")
+            i += 1
+        else:
+            out.append(char)
+            i += 1
+    text = "".join(out)
+    for pattern, replacement in REWRITES:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+class Row(tuple):
+    """A row read by place or by column name, and a mapping for dict(), as sqlite3.Row."""
+
+    _index: dict[str, int] = {}
+
+    def __getitem__(self, key: Any) -> Any:  # type: ignore[override]
+        if isinstance(key, str):
+            key = self._index[key]
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self._index)
+
+
+@functools.lru_cache(maxsize=1024)
+def _row_class(names: tuple[str, ...]) -> type[Row]:
+    return type("Row", (Row,), {"_index": {name: i for i, name in enumerate(names)}})
+
+
+def _rows(cursor: psycopg.Cursor[Any]) -> Any:
+    if cursor.description is None:
+        return tuple
+    make = _row_class(tuple(column.name for column in cursor.description))
+    return make
+
+
+def as_sqlite_error(error: psycopg.Error) -> Exception:
+    """psycopg's error as the kind the studio's handlers already know: a refused constraint or
+    trigger is an IntegrityError, a full disk SQLite's own words for it, a lost server
+    DatabaseUnavailable."""
+    text = str(error).strip()
+    if isinstance(error, psycopg.errors.IntegrityError) or text.startswith("invoice_frozen"):
+        return sqlite3.IntegrityError(text)
+    if isinstance(error, psycopg.errors.DiskFull):
+        return sqlite3.OperationalError(f"database or disk is full: {text}")
+    if isinstance(error, psycopg.errors.LockNotAvailable | psycopg.errors.QueryCanceled):
+        return sqlite3.OperationalError(f"database is locked: {text}")
+    if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError):
+        return DatabaseUnavailable(text)
+    return error
+
+
+class Connection:
+    """A psycopg connection that runs the units written for sqlite3's."""
+
+    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+        self.raw = raw
+        raw.row_factory = _rows  # type: ignore[assignment]
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()
+                ) -> psycopg.Cursor[Any]:
+        try:
+            statement = STATEMENTS.get(sql.strip())
+            if statement is not None:
+                return self.raw.execute(statement.encode())
+            return self.raw.execute(translate(sql), _values(params))  # type: ignore[arg-type]
+        except psycopg.Error as error:
+            raise as_sqlite_error(error) from error
+
+    def executemany(self, sql: str, seq: Iterable[Sequence[Any] | dict[str, Any]]
+                    ) -> psycopg.Cursor[Any]:
+        cursor = self.raw.cursor()
+        try:
+            cursor.executemany(translate(sql), [_values(params) for params in seq])
+        except psycopg.Error as error:
+            raise as_sqlite_error(error) from error
+        return cursor
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.raw.info.transaction_status != TransactionStatus.IDLE
+
+    def database_clock(self) -> float:
+        """The database's time, so every host judges a deadline by one clock."""
+        return self.execute("SELECT EXTRACT(EPOCH FROM clock_timestamp())::float8"
+                            ).fetchone()[0]
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+def _values(params: Sequence[Any] | dict[str, Any]) -> Sequence[Any] | dict[str, Any]:
+    # psycopg takes bytes as bytea; sqlite3 memoryviews read back from a BLOB likewise.
+    if isinstance(params, dict):
+        return params
+    return tuple(params)
+
+
+
+
+def _set_up(raw: psycopg.Connection[Any]) -> None:
+    raw.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
+    raw.execute("SET TIME ZONE 'UTC'")
+
+
+def connect(url: str) -> Connection:
+    """One connection for a one-shot command, unit by unit in transactions of its own."""
+    try:
+        raw = psycopg.connect(url, autocommit=True, connect_timeout=10)
+        _set_up(raw)
+    except psycopg.Error as error:
+        raise as_sqlite_error(error) from error
+    return Connection(raw)
+
+
+def schema_version(db: Connection) -> int:
+    found = db.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()[0]
+    if not found:
+        return 0
+    return db.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0]
+
+
+def prepare(url: str) -> None:
+    """Apply pending migrations, each in its own transaction, under an advisory lock: of
+    hosts starting together, the first migrates and the others wait, then find nothing to do.
+    A database of a newer schema is refused before anything writes to it."""
+    from studio.pg_schema import MIGRATIONS
+
+    db = connect(url)
+    try:
+        db.raw.execute(f"SELECT pg_advisory_lock({MIGRATION_LOCK})")
+        version = schema_version(db)
+        if version > len(MIGRATIONS):
+            raise SchemaTooNew(display(url), version, len(MIGRATIONS))
+        for number, script in enumerate(MIGRATIONS, start=1):
+            if number <= version:
+                continue
+            with db.raw.transaction():
+                db.raw.execute(script.encode())
+                db.raw.execute("CREATE TABLE IF NOT EXISTS schema_version ("
+                               " version INTEGER NOT NULL, applied_at TIMESTAMPTZ NOT NULL)")
+                db.raw.execute("INSERT INTO schema_version VALUES (%s, now())", (number,))
+    except psycopg.Error as error:
+        raise as_sqlite_error(error) from error
+    finally:
+        db.close()  # ends the session, and with it the advisory lock
+
+
+def refuse_if_newer(url: str) -> None:
+    from studio.pg_schema import MIGRATIONS
+
+    db = connect(url)
+    try:
+        version = schema_version(db)
+    finally:
+        db.close()
+    if version > len(MIGRATIONS):
+        raise SchemaTooNew(display(url), version, len(MIGRATIONS))
+
+
+def display(url: str) -> str:
+    """The URL as it may be printed: never its password."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.Error:
+        return "the PostgreSQL database"
+    user = f"{info['user']}@" if info.get("user") else ""
+    host = info.get("host") or "localhost"
+    port = f":{info['port']}" if info.get("port") else ""
+    return f"postgresql://{user}{host}{port}/{info.get('dbname') or ''}"
+
+
+class PgDatabase:
+    """A pool of connections, each unit run on one of them on a thread of its own."""
+
+    def __init__(self, url: str, pool_size: int = 10) -> None:
+        self.url = url
+        self.path = display(url)  # names the database in logs and per-database keys
+        self.pool_size = pool_size
+        self._pool: psycopg_pool.ConnectionPool | None = None
+        self._threads: concurrent.futures.ThreadPoolExecutor | None = None
+
+    async def open(self) -> PgDatabase:
+        await asyncio.to_thread(prepare, self.url)
+        self._threads = concurrent.futures.ThreadPoolExecutor(
+            self.pool_size, thread_name_prefix="studio-db")
+        self._pool = psycopg_pool.ConnectionPool(
+            self.url, min_size=min(2, self.pool_size), max_size=self.pool_size,
+            kwargs={"autocommit": True, "connect_timeout": 10}, configure=_set_up,
+            open=False, timeout=30)
+        await asyncio.to_thread(self._pool.open, True, 30.0)
+        return self
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await asyncio.to_thread(self._pool.close)
+        if self._threads is not None:
+            self._threads.shutdown(wait=False)
+        self._pool, self._threads = None, None
+
+    def _run(self, call: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any],
+             retry: bool) -> T:
+        assert self._pool is not None, "the database is not open"
+        for attempt in range(RETRIES + 1):
+            try:
+                with self._pool.connection() as raw:
+                    return call(Connection(raw), *args, **kwargs)
+            except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected):
+                if not retry or attempt == RETRIES:
+                    raise
+                log.warning("a transaction lost to another was run again")
+            except psycopg_pool.PoolTimeout as error:
+                raise DatabaseUnavailable(str(error)) from error
+            except psycopg.OperationalError as error:
+                raise DatabaseUnavailable(str(error)) from error
+        raise AssertionError("unreachable")
+
+    async def _on_thread(self, call: Callable[..., T], *args: Any, retry: bool = False,
+                         **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._threads, functools.partial(self._run, call, args, kwargs, retry))
+
+    async def write(self, unit: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """One write transaction, under the write lock; run again if it lost a conflict."""
+        return await self._on_thread(in_transaction, unit, *args, retry=True, **kwargs)
+
+    async def on_writer(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await self._on_thread(call, *args, **kwargs)
+
+    async def read(self, unit: Callable[..., T], *args: Any) -> T:
+        return await self._on_thread(in_snapshot, unit, *args, retry=True)
+
+    async def version(self) -> str:
+        """Moves with every commit to the cluster: an answer remembered at one position of the
+        write-ahead log is the answer a read would give until it moves."""
+        return await self._on_thread(_wal_position)
+
+
+def _wal_position(db: Connection) -> str:
+    return db.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0]
+
+
+def signing_key_in_database(url: str, new_key: str) -> str:
+    """The key every host signs cookies with: the first host to ask stores `new_key`, every
+    later one reads what is stored."""
+    prepare(url)
+    db = connect(url)
+    try:
+        db.execute("INSERT INTO signing_keys (id, key, created_at)"
+                   " VALUES (1, ?, EXTRACT(EPOCH FROM now())) ON CONFLICT (id) DO NOTHING",
+                   (new_key,))
+        return db.execute("SELECT key FROM signing_keys WHERE id = 1").fetchone()[0]
+    finally:
+        db.close()

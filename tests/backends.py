@@ -1,0 +1,103 @@
+"""Which database the suite runs on: SQLite files, or PostgreSQL when STUDIO_TEST_DATABASE is
+`postgresql` (tests/run.sh runs the suite a second time that way, inside a throwaway cluster
+made by pg_virtualenv, which exports PGHOST, PGUSER and PGPASSWORD).
+
+Tests name their database by a file path, as they always have. On PostgreSQL each path is
+given a database of its own the first time it is named: a copy of the seeded demo for the
+in-process studio, an empty one for anything else. The helpers below read and write whichever
+it is, with the SQL the studio's units use.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ON_POSTGRES = os.environ.get("STUDIO_TEST_DATABASE", "sqlite") == "postgresql"
+TEMPLATE = "studio_demo_template"
+
+# path -> its database URL, for the paths that stand for a PostgreSQL database
+_urls: dict[Path, str] = {}
+
+
+def url_of(name: str) -> str:
+    """A URL naming a database of the cluster the environment points at (PGHOST, ...)."""
+    return f"postgresql:///{name}"
+
+
+def _admin() -> Any:
+    import psycopg
+
+    return psycopg.connect(url_of("postgres"), autocommit=True)
+
+
+def create_database(template: str | None = None) -> str:
+    name = f"studio_{uuid.uuid4().hex[:16]}"
+    with _admin() as admin:
+        admin.execute(f"CREATE DATABASE {name}" + (f" TEMPLATE {template}" if template else ""))
+    return url_of(name)
+
+
+def seeded_template() -> None:
+    """The demo database made once per run (argon2 is slow on purpose), to copy per test."""
+    from studio.db import in_transaction
+    from studio.demo import seed_demo
+    from studio.postgres import connect, prepare
+
+    with _admin() as admin:
+        if admin.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                         (TEMPLATE,)).fetchone():
+            return
+        admin.execute(f"CREATE DATABASE {TEMPLATE}")
+    prepare(url_of(TEMPLATE))
+    db = connect(url_of(TEMPLATE))
+    try:
+        in_transaction(db, seed_demo)
+    finally:
+        db.close()
+
+
+def use_seeded(path: Path) -> str:
+    """`path` stands for a fresh copy of the seeded demo database."""
+    seeded_template()
+    _urls[path] = create_database(TEMPLATE)
+    return _urls[path]
+
+
+def database_url(path: Path) -> str | None:
+    """The PostgreSQL database `path` stands for, made empty the first time; None on SQLite."""
+    if not ON_POSTGRES:
+        return None
+    if path not in _urls:
+        _urls[path] = create_database()
+    return _urls[path]
+
+
+def connect(path: Path) -> Any:
+    """A connection to the database `path` names, speaking the units' SQL."""
+    url = database_url(path)
+    if url is None:
+        db = sqlite3.connect(path, timeout=30, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        return db
+    from studio.postgres import connect as pg_connect
+
+    return pg_connect(url)
+
+
+def tables(db: Any) -> list[str]:
+    if isinstance(db, sqlite3.Connection):
+        query = "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+    else:
+        query = ("SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+                 " ORDER BY tablename")
+    return [row[0] for row in db.execute(query).fetchall()]
+
+
+sqlite_only = pytest.mark.skipif(
+    ON_POSTGRES, reason="about the SQLite file itself; PostgreSQL has its own test")

@@ -319,8 +319,9 @@ SHOWN_PROBLEMS = 200
 
 
 def _db_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", metavar="PATH",
-                        help="the SQLite file (the same as STUDIO_DB; default studio.db here)")
+    parser.add_argument("--db", metavar="PATH_OR_URL",
+                        help="the SQLite file (the same as STUDIO_DB; default studio.db here), or"
+                        " a postgresql://user:pass@host:5432/name URL (as STUDIO_DATABASE_URL)")
 
 
 def parser() -> argparse.ArgumentParser:

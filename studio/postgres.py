@@ -51,6 +51,8 @@ STATEMENTS = {
 # SQLite's busy timeout.
 LOCK_TIMEOUT_MS = 30_000
 RETRIES = 3
+# How long a request waits for a pooled connection: past it, 503 (busy, or the database away).
+POOL_WAIT_S = 5.0
 # SQLite's table-valued json_each, as PostgreSQL spells a JSON list's elements.
 REWRITES = [
     (re.compile(r"json_each\((%s|%\(\w+\)s)\)"), r"json_array_elements_text(CAST(\1 AS json))"),
@@ -272,7 +274,7 @@ class PgDatabase:
         self._pool = psycopg_pool.ConnectionPool(
             self.url, min_size=min(2, self.pool_size), max_size=self.pool_size,
             kwargs={"autocommit": True, "connect_timeout": 10}, configure=_set_up,
-            open=False, timeout=30)
+            open=False, timeout=POOL_WAIT_S)
         await asyncio.to_thread(self._pool.open, True, 30.0)
         return self
 

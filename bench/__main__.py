@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 
-from bench import issuing, listing, loaded, uploads
+from bench import issuing, listing, loaded, pg, uploads
 from studio import intents, leases
 from studio.auth import Actor
 from studio.config import Settings
@@ -61,9 +61,17 @@ TARGETS: dict[str, tuple[str, float]] = {
     "poll_under_pdf_load_ratio": ("<=", 2.0),
     "list_page_ms_150k": ("<=", 50),
     "poll_under_import_ratio": ("<=", 3.0),
+    # PostgreSQL (bench/pg.py), in a throwaway cluster of the run's own.
+    "pg_create_intent_600_ratio": ("<=", 1.5),
+    "pg_worker_scale_2": (">=", 1.8),
+    "pg_worker_tasks_run_twice": ("==", 0),
+    "pg_replay_rps_ratio": (">=", 0.5),
+    "pg_poll_rps_ratio": (">=", 0.5),
+    "pg_issue_2hosts_gapless": ("==", True),
 }
 # Reported beside the targets, with none of their own (any more).
-REPORTED = ("upload_ratio", "issue_call_ratio", "create_intent_600_submit_ratio")
+REPORTED = ("upload_ratio", "issue_call_ratio", "create_intent_600_submit_ratio",
+            "pg_create_intent_600_submit_ratio", "pg_issue_rps_2hosts")
 
 
 # --- the store: a 600-task lease against raw sqlite3 ----------------------------------------
@@ -342,61 +350,80 @@ async def same_id(url: str, cookie: str, body: dict[str, Any], count: int) -> li
     return [reply.status_code for reply in replies]
 
 
+def proposed_lease(studio: Process) -> tuple[httpx.Client, str, dict[str, Any], str]:
+    """Ada signed in on `studio`, and a lease of hers already proposed: (her client, her
+    cookie, the lease's body, its id)."""
+    client = httpx.Client(base_url=studio.url, headers={"Accept": "application/json"},
+                          timeout=30)
+    signed = client.post("/login", json={"email": "ada@example.com", "password": PASSWORD})
+    signed.raise_for_status()
+    cookie = f"studio_session={client.cookies['studio_session']}"
+    invoices = [row["id"] for row in client.get("/invoices").json()][:3]
+    body = {"request_id": "bench-replay", "purpose": "summarize_invoice",
+            "invoice_ids": invoices, "providers": ["local"], "candidates": 2}
+    lease_id = client.post("/leases", json=body).json()["lease_id"]
+    deadline = time.monotonic() + 30
+    while client.get(f"/leases/{lease_id}").json()["status"] != "proposed":
+        if time.monotonic() > deadline:
+            raise SystemExit("the bench lease was never proposed")
+        time.sleep(0.05)
+    return client, cookie, body, lease_id
+
+
+def route_rates(studio: Process, bare: Process, cookie: str, body: dict[str, Any],
+                lease_id: str, work: Path, seconds: float) -> dict[str, Any]:
+    """Requests per second of a replayed submission and of polls (JSON and the htmx fragment)
+    against the bare route's POST and GET, each with 16 wrk connections, interleaved."""
+    out: dict[str, Any] = {}
+    body_file = work / "replay.json"
+    body_file.write_text(json.dumps(body))
+    poll_url = f"{studio.url}/leases/{lease_id}"
+    bare_url = f"{bare.url}/bare"
+    auth = {"BENCH_COOKIE": cookie}
+    posting = {"BENCH_BODY_FILE": str(body_file)}
+
+    wrk(bare_url, 1, 16)  # warm both servers and the page cache
+    wrk(poll_url, 1, 16, **auth)
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in (
+        "bare_get", "bare_post", "replay", "poll_json", "poll_fragment")}
+    for _ in range(2):  # interleaved, so drift on a shared machine hits both sides
+        runs["bare_get"].append(wrk(bare_url, seconds, 16))
+        runs["poll_json"].append(wrk(poll_url, seconds, 16, **auth))
+        runs["poll_fragment"].append(wrk(poll_url, seconds, 16, BENCH_HX="1", **auth))
+        runs["bare_post"].append(wrk(bare_url, seconds, 16, **posting))
+        runs["replay"].append(wrk(f"{studio.url}/leases", seconds, 16, **auth, **posting))
+    for name, done in runs.items():
+        errors = sum(run["errors"] for run in done)
+        if errors:
+            raise SystemExit(f"{name}: {errors} failed requests during the run")
+        best = max(done, key=lambda run: run["rps"])
+        out[f"{name}_rps"] = best["rps"]
+        out[f"{name}_p50_ms"] = best["p50_us"] / 1000
+        out[f"{name}_p99_ms"] = best["p99_us"] / 1000
+    out["replay_rps_ratio"] = out["replay_rps"] / out["bare_post_rps"]
+    out["poll_rps_ratio"] = min(out["poll_json_rps"], out["poll_fragment_rps"]) \
+        / out["bare_get_rps"]
+    out["poll_json_rps_ratio"] = out["poll_json_rps"] / out["bare_get_rps"]
+    out["poll_fragment_rps_ratio"] = out["poll_fragment_rps"] / out["bare_get_rps"]
+    return out
+
+
 def bench_http(work: Path, seconds: float) -> dict[str, Any]:
     db_path = work / "http.db"
     env = studio_env(db_path)
     studio = Process("studio serve", ["-m", "studio.cli", "serve", "--demo"], env,
                      work / "studio.log")
     bare = Process("bare starlette", ["-m", "bench.bare"], env, work / "bare.log")
-    out: dict[str, Any] = {}
     try:
-        client = httpx.Client(base_url=studio.url, headers={"Accept": "application/json"},
-                              timeout=30)
-        signed = client.post("/login", json={"email": "ada@example.com", "password": PASSWORD})
-        signed.raise_for_status()
-        cookie = f"studio_session={client.cookies['studio_session']}"
-        invoices = [row["id"] for row in client.get("/invoices").json()][:3]
-        body = {"request_id": "bench-replay", "purpose": "summarize_invoice",
-                "invoice_ids": invoices, "providers": ["local"], "candidates": 2}
-        lease_id = client.post("/leases", json=body).json()["lease_id"]
-        deadline = time.monotonic() + 30
-        while client.get(f"/leases/{lease_id}").json()["status"] != "proposed":
-            if time.monotonic() > deadline:
-                raise SystemExit("the bench lease was never proposed")
-            time.sleep(0.05)
-        body_file = work / "replay.json"
-        body_file.write_text(json.dumps(body))
+        client, cookie, body, lease_id = proposed_lease(studio)
         fresh_file = work / "fresh.json"
         fresh_file.write_text(json.dumps({**body, "request_id": "bench-@ID@",
-                                          "invoice_ids": invoices[:1], "candidates": 1}))
+                                          "invoice_ids": body["invoice_ids"][:1],
+                                          "candidates": 1}))
         poll_url = f"{studio.url}/leases/{lease_id}"
-        bare_url = f"{bare.url}/bare"
         auth = {"BENCH_COOKIE": cookie}
-        posting = {"BENCH_BODY_FILE": str(body_file)}
-
-        wrk(bare_url, 1, 16)  # warm both servers and the page cache
-        wrk(poll_url, 1, 16, **auth)
-        runs: dict[str, list[dict[str, Any]]] = {k: [] for k in (
-            "bare_get", "bare_post", "replay", "poll_json", "poll_fragment")}
-        for _ in range(2):  # interleaved, so drift on a shared machine hits both sides
-            runs["bare_get"].append(wrk(bare_url, seconds, 16))
-            runs["poll_json"].append(wrk(poll_url, seconds, 16, **auth))
-            runs["poll_fragment"].append(wrk(poll_url, seconds, 16, BENCH_HX="1", **auth))
-            runs["bare_post"].append(wrk(bare_url, seconds, 16, **posting))
-            runs["replay"].append(wrk(f"{studio.url}/leases", seconds, 16, **auth, **posting))
-        for name, done in runs.items():
-            errors = sum(run["errors"] for run in done)
-            if errors:
-                raise SystemExit(f"{name}: {errors} failed requests during the run")
-            best = max(done, key=lambda run: run["rps"])
-            out[f"{name}_rps"] = best["rps"]
-            out[f"{name}_p50_ms"] = best["p50_us"] / 1000
-            out[f"{name}_p99_ms"] = best["p99_us"] / 1000
-        out["replay_rps_ratio"] = out["replay_rps"] / out["bare_post_rps"]
-        out["poll_rps_ratio"] = min(out["poll_json_rps"], out["poll_fragment_rps"]) \
-            / out["bare_get_rps"]
-        out["poll_json_rps_ratio"] = out["poll_json_rps"] / out["bare_get_rps"]
-        out["poll_fragment_rps_ratio"] = out["poll_fragment_rps"] / out["bare_get_rps"]
+        out = route_rates(studio, bare, cookie, body, lease_id, work, seconds)
+        client.close()
 
         # 200 clients polling: the server's resident memory, sampled through the run.
         samples: list[float] = []
@@ -614,6 +641,67 @@ def bench_listing(work: Path, count: int = 150_000) -> dict[str, Any]:
         server.stop()
 
 
+# --- PostgreSQL: the same routes and two hosts, inside the throwaway cluster ----------------
+
+
+def pg_env(work: Path, url: str) -> dict[str, str]:
+    return {**studio_env(work / "unused.db"), "STUDIO_DATABASE_URL": url}
+
+
+def bench_pg_http(work: Path, seconds: float) -> dict[str, Any]:
+    """`pg_replay_rps_ratio` and `pg_poll_rps_ratio`: the SQLite part's routes and baseline,
+    the studio on PostgreSQL."""
+    url = pg.new_database("bench_http")
+    studio = Process("studio serve on PostgreSQL", ["-m", "studio.cli", "serve", "--demo"],
+                     pg_env(work, url), work / "pg-studio.log")
+    bare = Process("bare starlette", ["-m", "bench.bare"], pg_env(work, url),
+                   work / "pg-bare.log")
+    try:
+        client, cookie, body, lease_id = proposed_lease(studio)
+        client.close()
+        rates = route_rates(studio, bare, cookie, body, lease_id, work, seconds)
+    finally:
+        studio.stop()
+        bare.stop()
+    return {f"pg_{key}": value for key, value in rates.items()}
+
+
+def bench_pg_issuing(work: Path, drafts: int) -> dict[str, Any]:
+    """`pg_issue_rps_2hosts`: the SQLite part's 16 clients issuing through two `studio serve`
+    processes, each with its own pool, on one PostgreSQL database; audited after."""
+    url = pg.new_database("bench_issue")
+    ids = pg.seed_drafts(url, drafts, "http@example.com", "bench-password")
+    servers = [Process(f"studio serve {n} on PostgreSQL", ["-m", "studio.cli", "serve"],
+                       pg_env(work, url), work / f"pg-issue-{n}.log") for n in (1, 2)]
+    try:
+        elapsed, failures = issuing.issue_through(servers, ids, "http@example.com",
+                                                  "bench-password")
+    finally:
+        for server in servers:
+            server.stop()
+    found, sequences_whole = pg.issued_check(url, drafts)
+    return {"pg_issue_rps_2hosts": drafts / elapsed,
+            "pg_issue_2hosts_gapless": not failures and not found and sequences_whole,
+            "pg_issue_2hosts_failures": len(failures), "pg_issue_2hosts_problems": found}
+
+
+def measure_pg(work: Path, quick: bool) -> dict[str, Any]:
+    """Every PostgreSQL figure; run inside the cluster `pg.in_cluster` makes."""
+    parts: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+        ("pg store", lambda: asyncio.run(pg.bench_create(8 if quick else 30))),
+        ("pg workers", lambda: pg.bench_worker_scale(work, 600 if quick else 1500,
+                                                      1 if quick else 2)),
+        ("pg http", lambda: bench_pg_http(work, 4 if quick else 10)),
+        ("pg issuing", lambda: bench_pg_issuing(work, 200 if quick else 600)),
+    ]
+    out: dict[str, Any] = {}
+    for name, part in parts:
+        started = time.monotonic()
+        out.update(part())
+        print(f"{name}: {time.monotonic() - started:.1f} s", file=sys.stderr)
+    return out
+
+
 def issuing_drafts(db_path: Path) -> list[str]:
     db = sqlite3.connect(db_path)
     try:
@@ -700,6 +788,25 @@ def print_table(results: dict[str, Any]) -> None:
     if "issue_rps_2proc" in results:
         print(f"issues/s from two processes, 16 clients: {results['issue_rps_2proc']:.0f}"
               f" (gapless: {results['issue_2proc_gapless']})")
+    if "pg_create_intent_600_ms" in results:
+        print(f"\nPostgreSQL: a 600-task lease {results['pg_create_intent_600_ms']:.1f} ms"
+              f" (submit {results['pg_create_intent_600_submit_ms']:.1f} ms) vs raw psycopg"
+              f" {results['pg_create_intent_600_raw_ms']:.1f} ms")
+    if "pg_worker_scale_2" in results:
+        print(f"PostgreSQL: studio worker x1 {results['pg_worker_1_tasks_per_s']:.0f} tasks/s,"
+              f" x2 {results['pg_worker_2_tasks_per_s']:.0f} tasks/s"
+              f" ({results['pg_worker_tasks']} tasks a run, provider"
+              f" {pg.PROVIDER_DELAY_S * 1000:.0f} ms); run twice:"
+              f" {results['pg_worker_tasks_run_twice']}, not done:"
+              f" {results['pg_worker_tasks_not_done']}")
+    if "pg_bare_get_rps" in results:
+        print("PostgreSQL requests/s: " + ", ".join(
+            f"{name} {results[f'pg_{name}_rps']:.0f}" for name in
+            ("bare_get", "poll_json", "poll_fragment", "bare_post", "replay")))
+    if "pg_issue_rps_2hosts" in results:
+        print(f"PostgreSQL issues/s from two processes, 16 clients:"
+              f" {results['pg_issue_rps_2hosts']:.0f}"
+              f" (gapless: {results['pg_issue_2hosts_gapless']})")
 
 
 def install_wrk() -> None:
@@ -727,6 +834,7 @@ def steps(quick: bool) -> dict[str, Callable[[Path], dict[str, Any]]]:
         "pdf": lambda w: bench_pdf(w, seconds),
         "import": lambda w: bench_import(w, seconds),
         "list": lambda w: bench_listing(w),
+        "pg": lambda w: pg.in_cluster(quick),
     }
 
 
@@ -741,7 +849,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--flood-only", type=Path, metavar="ROOT", default=None,
                         help="only the sign-in flood, against the studio checked out at ROOT"
                              " (to measure an older version); prints, writes nothing")
+    parser.add_argument("--in-cluster", type=Path, metavar="FILE", default=None,
+                        help=argparse.SUPPRESS)  # the PostgreSQL part, run by pg.in_cluster
     args = parser.parse_args(argv)
+    if args.in_cluster is not None:
+        with tempfile.TemporaryDirectory(prefix="studio-bench-") as folder:
+            figures = measure_pg(Path(folder), args.quick)
+        args.in_cluster.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n")
+        return
     if args.flood_only is not None:
         with tempfile.TemporaryDirectory(prefix="studio-bench-") as folder:
             print(json.dumps(bench_login_flood(Path(folder), 4 if args.quick else 8,

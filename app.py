@@ -69,13 +69,14 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             providers=known, worker=worker if settings.embedded_worker else None,
             templates=Jinja2Templates(directory=assets.folder("templates")), memo=Memo(db),
         )
+        app.state.attachment_store = store = attachments.store_for(settings)
         background = []
         if settings.embedded_worker:
             background.append(asyncio.create_task(worker.run()))
         if settings.sweeper:
             background.append(asyncio.create_task(sweep(db, settings)))
             background.append(asyncio.create_task(
-                attachments.sweep_forever(db, attachments.FileStore(settings.files).ensure())))
+                attachments.sweep_forever(db, store.ensure())))
         try:
             yield
         finally:

@@ -1,38 +1,43 @@
 """Attachments by client key: receipts stored once under their SHA-256, bound once per key.
 
-A file cannot join a transaction, so the write path is: stream to a temporary file beside
-the store (counted, hashed, fsynced: `studio.uploads`), judge the type from the first
-bytes, link it into place under its hash in the actor's own folder (the same bytes twice are
-one file; one actor never learns what another stored), then bind key -> attachment in one
-BEGIN IMMEDIATE transaction that checks the key again, and the actor's limits with it. A
-crash between placing and binding, or between a delete's commit and its file's removal,
-leaves at most an orphan file, which `sweep_orphans` removes after a grace period.
+The bytes cannot arrive inside a transaction, so the write path is: stream them to the store
+as they come (counted, hashed, made durable: `studio.uploads`), judge the type from the first
+bytes, place them under their hash as the actor's own (the same bytes twice are stored once;
+one actor never learns what another stored), then bind key -> attachment in one BEGIN
+IMMEDIATE transaction that checks the key again, and the actor's limits with it. A crash
+between storing and binding, or between a delete's commit and its file's removal, leaves at
+most orphan bytes, which `sweep_orphans` removes after a grace period. Where the bytes live
+(a folder, or the database) is the store's business: `studio.stores`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import sqlite3
-import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import filetype
 
 from studio import bindings, invoices, logs
-from studio.db import Database, after_commit, clock, in_transaction, sync_path
+from studio.db import Database, DatabaseUnavailable, clock
 from studio.errors import Refusal
-from studio.uploads import Upload, remove_if_abandoned
+from studio.stores import (  # noqa: F401 - the stores, as the attachment units name them
+    ORPHAN_GRACE_S,
+    DatabaseStore,
+    FileStore,
+    Store,
+    remove_unnamed,
+    store_for,
+)
+from studio.uploads import Upload
 
 log = logging.getLogger("studio.attachments")
 
 # Judged by the file's own first bytes, never its name or the type the client declared.
 ALLOWED = {"application/pdf", "image/png", "image/jpeg", "image/webp", "image/heic"}
 PREVIEWABLE = {"image/png", "image/jpeg", "image/webp"}
-ORPHAN_GRACE_S = 3600.0
 LISTED = "id AS attachment_id, filename, content_type, size, sha256, invoice_id"
 
 
@@ -50,54 +55,6 @@ def sniff(head: bytes) -> str:
     if guessed is None or guessed.mime not in ALLOWED:
         raise Refusal("unsupported_media_type")
     return guessed.mime
-
-
-class FileStore:
-    """Files named by their SHA-256, fanned out by its first two hex characters, per actor."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.incoming = folder / "incoming"
-
-    def ensure(self) -> FileStore:
-        """The store's folder, for its owner only: receipts are as private as the database."""
-        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(self.folder, 0o700)
-        return self
-
-    def stored(self) -> list[Path]:
-        """Every stored object: actor / first two hex characters / sha256."""
-        if not self.folder.is_dir():
-            return []
-        return [path for path in self.folder.glob("*/*/*")
-                if path.is_file() and path.parent.parent != self.incoming]
-
-    def path_of(self, actor_id: str, sha256: str) -> Path:
-        return self.folder / actor_id / sha256[:2] / sha256
-
-    def place(self, upload: Upload, actor_id: str) -> Path:
-        """Link the fsynced temporary file into place; a stored object is never overwritten,
-        so two writers of the same bytes cannot corrupt each other."""
-        assert upload.path is not None
-        final = self.path_of(actor_id, upload.sha256)
-        for folder in (final.parent.parent, final.parent):
-            if not folder.exists():
-                folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-                sync_path(folder.parent)  # the new folder's own name is on disk too
-        try:
-            os.link(upload.path, final)
-        except FileExistsError:
-            pass  # the same bytes, stored before
-        except FileNotFoundError:  # removed by hand despite its lock: nothing to store
-            raise Refusal("upload_lost", headers={"Retry-After": "1"}) from None
-        sync_path(final.parent)
-        return final
-
-    def forget(self, db: sqlite3.Connection, files: list[tuple[str, str]]) -> None:
-        """Once the transaction that deleted their rows commits, remove those of the (actor,
-        sha256) files no attachment names any more, checked again under the write lock."""
-        if files:
-            after_commit(lambda: in_transaction(db, unnamed, self, files))
 
 
 # --- units: each runs inside one transaction -------------------------------------------------
@@ -173,7 +130,7 @@ def look_up(db: sqlite3.Connection, actor_id: str, invoice_id: str, client_key: 
 
 
 def bind(db: sqlite3.Connection, actor_id: str, invoice_id: str, client_key: str,
-         upload: Upload, content_type: str, store: FileStore, quota: Quota,
+         upload: Upload, content_type: str, store: Store, quota: Quota,
          now: float | None = None) -> tuple[dict[str, Any], bool]:
     """Bind key -> attachment, checking the key again under the write lock: the same key and
     bytes answer the first attachment, other bytes are 409 `client_key_conflict`. A new
@@ -194,10 +151,7 @@ def bind(db: sqlite3.Connection, actor_id: str, invoice_id: str, client_key: str
         _touch_draft(db, invoice_id, now)
         logs.state_change("attachment", attachment_id, actor_id, None, "attached", "uploaded",
                           invoice_id=invoice_id)
-        # A delete or sweep that ran between placing and binding may have removed the file:
-        # it is put back while the write lock keeps both out.
-        if not store.path_of(actor_id, upload.sha256).exists():
-            store.place(upload, actor_id)
+        store.keep(db, upload, actor_id)
 
     attachment_id, created = bindings.once(db, actor_id, "attachment", client_key, print_,
                                            make, now)
@@ -211,20 +165,9 @@ def _touch_draft(db: sqlite3.Connection, invoice_id: str, now: float) -> None:
                " AND status = 'draft'", (now, invoice_id))
 
 
-def _unlink_if_unnamed(db: sqlite3.Connection, store: FileStore, actor_id: str,
-                       sha256: str) -> bool:
-    named = db.execute("SELECT 1 FROM attachments WHERE owner_id = ? AND sha256 = ? LIMIT 1",
-                       (actor_id, sha256)).fetchone()
-    if named:
-        return False
-    store.path_of(actor_id, sha256).unlink(missing_ok=True)
-    return True
-
-
-def remove(db: sqlite3.Connection, actor_id: str, attachment_id: str, store: FileStore
-           ) -> None:
-    """Delete an attachment of a draft; its file goes after the commit, when no other
-    attachment of that actor names the same bytes. The key is freed, so sending the file
+def remove(db: sqlite3.Connection, actor_id: str, attachment_id: str, store: Store) -> None:
+    """Delete an attachment of a draft; its bytes go too, when no other attachment of that
+    actor names them (a folder's file after the commit). The key is freed, so sending the file
     again attaches it again."""
     row = db.execute("SELECT invoice_id, sha256 FROM attachments WHERE id = ? AND owner_id = ?",
                      (attachment_id, actor_id)).fetchone()
@@ -252,50 +195,30 @@ def owned(db: sqlite3.Connection, actor_id: str, attachment_id: str) -> dict[str
     return dict(row) if row else None
 
 
-def unnamed(db: sqlite3.Connection, store: FileStore, candidates: list[tuple[str, str]]
-            ) -> int:
-    """Remove those of the (actor, sha256) files no attachment names, under the write lock."""
-    return sum(_unlink_if_unnamed(db, store, actor_id, sha) for actor_id, sha in candidates)
+def unnamed(db: sqlite3.Connection, store: Store, candidates: list[tuple[str, str]]) -> int:
+    """Remove those of the (actor, sha256) bytes no attachment names, under the write lock."""
+    return remove_unnamed(db, store, candidates)
 
 
 def orphan_candidates(store: FileStore, grace_s: float = ORPHAN_GRACE_S,
                       now: float | None = None) -> list[tuple[str, str]]:
-    """Stored files older than the grace period; temporary files older than it are removed
-    at once unless an upload still holds them, however long it has been writing."""
-    now = time.time() if now is None else now
-    found: list[tuple[str, str]] = []
-    for path in store.stored():
-        try:
-            old = now - path.stat().st_mtime > grace_s
-        except FileNotFoundError:
-            continue
-        if old:
-            found.append((path.parent.parent.name, path.name))
-    for path in store.incoming.glob("*.part") if store.incoming.exists() else []:
-        try:
-            if now - path.stat().st_mtime > grace_s:
-                remove_if_abandoned(path)
-        except FileNotFoundError:
-            continue
-    return found
+    return store.orphan_candidates(grace_s, now)
 
 
-async def sweep_orphans(db: Database, store: FileStore, grace_s: float = ORPHAN_GRACE_S,
+async def sweep_orphans(db: Database, store: Store, grace_s: float = ORPHAN_GRACE_S,
                         now: float | None = None) -> int:
-    """Remove stored files no attachment names, once older than the grace period."""
-    candidates = await asyncio.to_thread(orphan_candidates, store, grace_s, now)
-    if not candidates:
-        return 0
-    removed = await db.write(unnamed, store, candidates)
+    """Remove stored bytes no attachment names, and those of uploads that never bound, once
+    older than the grace period."""
+    removed = await store.sweep(db, grace_s, now)
     if removed:
         log.info("swept %d orphan attachment files", removed)
     return removed
 
 
-async def sweep_forever(db: Database, store: FileStore, every_s: float = 600.0) -> None:
+async def sweep_forever(db: Database, store: Store, every_s: float = 600.0) -> None:
     while True:
         try:
             await sweep_orphans(db, store)
-        except sqlite3.OperationalError as error:  # a busy database: try again next round
+        except (sqlite3.OperationalError, DatabaseUnavailable) as error:  # next round, then
             log.warning("attachment sweep skipped: %s", error)
         await asyncio.sleep(every_s)

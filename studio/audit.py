@@ -11,7 +11,8 @@ from decimal import Decimal
 from pathlib import Path
 
 from studio import invoices
-from studio.db import read_only, refuse_if_newer, series_place
+from studio.config import Settings
+from studio.db import read_only_to, refuse_if_newer_database, series_place
 
 
 def problems(db: sqlite3.Connection) -> list[str]:
@@ -57,13 +58,19 @@ def problems(db: sqlite3.Connection) -> list[str]:
     return found
 
 
-def audit_file(path: Path) -> list[str]:
-    """Audit a database file, read-only, as one snapshot. A file from a newer studio is
-    refused (SchemaTooNew) before it is opened: its tables may not mean what this one reads."""
-    refuse_if_newer(path)
-    db = read_only(path)
+def audit_database(settings: Settings) -> list[str]:
+    """Audit the database the settings name, read-only, as one snapshot. One of a newer
+    schema is refused (SchemaTooNew) before it is read: its tables may not mean what this
+    studio reads."""
+    refuse_if_newer_database(settings)
+    db = read_only_to(settings)
     try:
         db.execute("BEGIN")
         return problems(db)
     finally:
         db.close()
+
+
+def audit_file(path: Path) -> list[str]:
+    """Audit a SQLite file, read-only, as one snapshot."""
+    return audit_database(Settings(db_path=path))

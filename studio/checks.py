@@ -1,28 +1,39 @@
-"""`studio check`: one list of checks over a database file and its attachment folder.
+"""`studio check`: one list of checks over a studio's database and its attachment bytes.
 
-Each check reads only (the file is opened read-only, so a running studio may keep serving)
-and returns a Finding. To add one, write a function taking a `Target` and append it to
-CHECKS.
+Each check reads only (SQLite's file is opened read-only, PostgreSQL's transactions are
+read-only, so a running studio may keep serving) and returns a Finding. To add one, write a
+function taking a `Target` and append it to the list of its database (CHECKS).
 """
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from studio.db import read_only, refuse_if_newer
+from studio.config import Settings
+from studio.db import is_postgres, read_only_to, refuse_if_newer_database
+from studio.stores import DatabaseStore, Store, store_for
 
 
 @dataclass(frozen=True)
 class Target:
-    db_path: Path
-    files_dir: Path
+    """A studio as its settings name it: its database, and where its attachment bytes are."""
 
-    def connect(self) -> sqlite3.Connection:
-        return read_only(self.db_path)
+    settings: Settings
+
+    @classmethod
+    def file(cls, db_path: Path, files_dir: Path | None = None) -> Target:
+        """A SQLite file, its attachments in `files_dir` (by default `<db>.files/`)."""
+        return cls(Settings(db_path=db_path, files_dir=files_dir or files_dir_for(db_path)))
+
+    def connect(self) -> Any:
+        return read_only_to(self.settings)
+
+    def store(self) -> Store:
+        return store_for(self.settings)
 
 
 @dataclass(frozen=True)
@@ -57,26 +68,49 @@ def integrity(target: Target) -> Finding:
     return Finding("integrity", True, "integrity_check ok, no dangling foreign keys")
 
 
-def files_vs_rows(target: Target) -> Finding:
-    """Every file an attachment names is in its owner's folder with the bytes its name
-    promises; files no row names are reported (a crash between saving and binding leaves
-    them; the sweep removes them) but do not fail the check."""
-    from studio.attachments import FileStore, named_files
-
+def stored_bytes(target: Target) -> Finding:
+    """PostgreSQL keeps its own pages and foreign keys whole; what is the studio's to check is
+    the bytes it keeps in rows: every stored file's chunks, in order, are its size and hash to
+    its SHA-256. One chunk is read at a time."""
+    store = DatabaseStore()
     db = target.connect()
     try:
-        wanted = named_files(db)
+        db.execute("BEGIN")
+        held = store.held(db)
+        damaged = store.damaged(db, held)
+        arriving = db.execute("SELECT COUNT(*) FROM stored_files WHERE sha256 IS NULL"
+                              ).fetchone()[0]
     finally:
         db.close()
-    store = FileStore(target.files_dir)
-    stored = {(path.parent.parent.name, path.name) for path in store.stored()}
+    detail = f"{len(held)} files stored in the database"
+    if arriving:
+        detail += f", {arriving} uploads not bound (yet)"
+    if damaged:
+        return Finding("integrity", False, f"{detail}; {len(damaged)} no longer hash to their"
+                                           f" SHA-256: {', '.join(damaged[:5])}")
+    return Finding("integrity", True, f"{detail}, each whole; foreign keys kept by PostgreSQL")
+
+
+def files_vs_rows(target: Target) -> Finding:
+    """Every file an attachment names is in its owner's keeping with the bytes its name
+    promises; files no row names are reported (a crash between saving and binding leaves
+    them; the sweep removes them) but do not fail the check."""
+    from studio.attachments import named_files
+
+    store = target.store()
+    db = target.connect()
+    try:
+        db.execute("BEGIN")
+        wanted = named_files(db)
+        stored = store.held(db)
+        damaged = sorted(store.damaged(db, wanted & stored))
+    finally:
+        db.close()
     if not wanted and not stored:
         return Finding("files", True, "no stored files and no rows naming any")
     missing = sorted(sha for owner, sha in wanted - stored)
-    damaged = sorted(sha for owner, sha in wanted & stored
-                     if _sha256(store.path_of(owner, sha)) != sha)
     orphans = len(stored - wanted)
-    detail = f"{len(wanted)} files named by rows, {len(stored)} in {target.files_dir}"
+    detail = f"{len(wanted)} files named by rows, {len(stored)} in {store.where()}"
     if orphans:
         detail += f", {orphans} not named by any row"
     if missing or damaged:
@@ -86,34 +120,31 @@ def files_vs_rows(target: Target) -> Finding:
     return Finding("files", True, detail)
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def books(target: Target) -> Finding:
     """`studio audit`: gapless series, issued invoices matching their frozen hash, credits
     within their invoice."""
-    from studio.audit import audit_file
+    from studio.audit import audit_database
 
-    found = audit_file(target.db_path)
+    found = audit_database(target.settings)
     if found:
         return Finding("audit", False, "; ".join(found[:5]))
     return Finding("audit", True, "series gapless, issued invoices match their frozen hash,"
                    " credits within their invoice")
 
 
-CHECKS: list[Callable[[Target], Finding]] = [integrity, books, files_vs_rows]
+Check = Callable[[Target], Finding]
+CHECKS: dict[str, list[Check]] = {
+    "sqlite": [integrity, books, files_vs_rows],
+    "postgresql": [stored_bytes, books, files_vs_rows],
+}
 
 
 def run_checks(target: Target) -> list[Finding]:
-    """Every check; a file from a newer studio is refused (SchemaTooNew) before any opens it."""
-    refuse_if_newer(target.db_path)
+    """Every check of the target's database; one of a newer schema is refused (SchemaTooNew)
+    before any check opens it."""
+    refuse_if_newer_database(target.settings)
     findings = []
-    for check in CHECKS:
+    for check in CHECKS["postgresql" if is_postgres(target.settings) else "sqlite"]:
         try:
             findings.append(check(target))
         except sqlite3.Error as error:

@@ -13,14 +13,17 @@ import signal
 import sqlite3
 import sys
 import tempfile
+from collections.abc import Callable
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import TypeVar
 
 from studio import accounts, logs
 from studio.config import Settings, alive, from_environment, signing_keys
 
 log = logging.getLogger("studio.cli")
+T = TypeVar("T")
 
 
 class CommandError(Exception):
@@ -227,36 +230,49 @@ def _day(seconds: float) -> str:
 
 def take_backup(args: argparse.Namespace) -> None:
     from studio.backup import BackupError, backup
-    from studio.db import SchemaTooNew
 
     settings = _settings(args)
-    try:
-        copied = backup(settings.db_path, Path(args.dest), settings.files)
-    except (BackupError, SchemaTooNew) as error:
-        raise CommandError(str(error)) from None
+    copied = _looking_at(settings, lambda: backup(settings, Path(args.dest)), BackupError)
     print(f"database: {copied.db_path}")
     if copied.key_file:
         print(f"key file: {copied.key_file}")
     elif settings.secret_key:
         print("key file: none; the key is STUDIO_SECRET_KEY: keep it with this backup")
-    print(f"attachments: {copied.files_dir or 'none yet'}")
+    elif settings.database_url:
+        print("key file: none; the key is kept in the database, and so in this backup")
+    print(f"attachments: {copied.files_dir or _bytes_kept(settings)}")
     for finding in copied.findings:
         print(finding.line())
     if not all(finding.ok for finding in copied.findings):
         raise CommandError("The copy did not pass its checks; keep the original.")
 
 
-def check(args: argparse.Namespace) -> None:
-    from studio.checks import Target, run_checks
-    from studio.db import SchemaTooNew
+def _bytes_kept(settings: Settings) -> str:
+    if settings.database_url and settings.files_dir is None:
+        return "in the database, and so in this backup"
+    return "none yet"
 
-    settings = _settings(args)
-    if not settings.db_path.is_file():
+
+def _looking_at(settings: Settings, run: Callable[[], T], *refused: type[Exception]) -> T:
+    """Run a command that reads the database; a newer schema, an unreachable database or
+    `refused` are its message and exit status 1."""
+    from studio.db import DatabaseUnavailable, SchemaTooNew
+
+    if not settings.database_url and not settings.db_path.is_file():
         raise CommandError(f"There is no database at {settings.db_path}.")
     try:
-        findings = run_checks(Target(settings.db_path, settings.files))
-    except SchemaTooNew as error:
+        return run()
+    except (SchemaTooNew, *refused) as error:
         raise CommandError(str(error)) from None
+    except DatabaseUnavailable as error:
+        raise CommandError(unreachable(settings, error)) from None
+
+
+def check(args: argparse.Namespace) -> None:
+    from studio.checks import Target, run_checks
+
+    settings = _settings(args)
+    findings = _looking_at(settings, lambda: run_checks(Target(settings)))
     for finding in findings:
         print(finding.line())
     if not all(finding.ok for finding in findings):
@@ -264,21 +280,17 @@ def check(args: argparse.Namespace) -> None:
 
 
 def audit(args: argparse.Namespace) -> None:
-    from studio.audit import audit_file
-    from studio.db import SchemaTooNew
+    from studio.audit import audit_database
+    from studio.db import database_name
 
-    path = _settings(args).db_path
-    if not path.exists():
-        raise CommandError(f"There is no database at {path}.")
-    try:
-        found = audit_file(path)
-    except SchemaTooNew as error:
-        raise CommandError(str(error)) from None
+    settings = _settings(args)
+    found = _looking_at(settings, lambda: audit_database(settings))
+    name = database_name(settings) if settings.database_url else settings.db_path
     for problem in found:
         print(problem)
     if found:
-        raise CommandError(f"{path}: {len(found)} problem(s)")
-    print(f"{path}: every series is gapless, every issued invoice matches its frozen hash,"
+        raise CommandError(f"{name}: {len(found)} problem(s)")
+    print(f"{name}: every series is gapless, every issued invoice matches its frozen hash,"
           " every credit is within its invoice")
 
 
@@ -371,13 +383,15 @@ def parser() -> argparse.ArgumentParser:
     users_command.set_defaults(run=users)
 
     backup_command = commands.add_parser(
-        "backup", help="copy the database, key file and attachments while the studio serves")
+        "backup", help="copy the database, key file and attachments while the studio serves"
+                       " (PostgreSQL: pg_dump --format=custom)")
     backup_command.add_argument("dest", metavar="DEST", help="a new or empty folder")
     _db_option(backup_command)
     backup_command.set_defaults(run=take_backup)
 
     check_command = commands.add_parser(
-        "check", help="SQLite's integrity check and attachment files against their rows")
+        "check", help="the database's integrity, the audit, and attachment bytes against their"
+                      " rows")
     _db_option(check_command)
     check_command.set_defaults(run=check)
 

@@ -714,6 +714,16 @@ def connect_to(settings: Settings) -> Any:
     return connect(settings.db_path)
 
 
+def read_only_to(settings: Settings) -> Any:
+    """A connection that can only read, migrating and creating nothing: for the commands that
+    look at a studio while it serves (check, audit)."""
+    if is_postgres(settings):
+        from studio import postgres
+
+        return postgres.read_only(settings.database_url)
+    return read_only(settings.db_path)
+
+
 def refuse_if_newer_database(settings: Settings) -> None:
     if is_postgres(settings):
         from studio import postgres

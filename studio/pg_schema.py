@@ -192,20 +192,27 @@ CREATE TABLE signing_keys (
     created_at DOUBLE PRECISION NOT NULL
 );
 CREATE TABLE stored_files (
+    id TEXT PRIMARY KEY,                    -- the upload that wrote the bytes
     owner_id TEXT NOT NULL REFERENCES actors(id),
-    sha256 TEXT NOT NULL,
-    size BIGINT NOT NULL,
+    sha256 TEXT,                            -- NULL until bound: still an upload's own
+    size BIGINT NOT NULL DEFAULT 0,
     created_at DOUBLE PRECISION NOT NULL,
-    PRIMARY KEY (owner_id, sha256)
+    written_at DOUBLE PRECISION NOT NULL,   -- its last chunk: an unbound one idle past the
+                                            -- grace period belongs to an upload that died
+    placed_at DOUBLE PRECISION
 );
+-- The same bytes are stored once per actor; one actor never reads another's.
+CREATE UNIQUE INDEX stored_files_bytes ON stored_files(owner_id, sha256)
+    WHERE sha256 IS NOT NULL;
+CREATE INDEX stored_files_unbound ON stored_files(written_at) WHERE sha256 IS NULL;
 CREATE TABLE stored_chunks (
-    owner_id TEXT NOT NULL,
-    sha256 TEXT NOT NULL,
+    file_id TEXT NOT NULL REFERENCES stored_files(id) ON DELETE CASCADE,
     position INTEGER NOT NULL,
     content BYTEA NOT NULL,
-    PRIMARY KEY (owner_id, sha256, position),
-    FOREIGN KEY (owner_id, sha256) REFERENCES stored_files(owner_id, sha256) ON DELETE CASCADE
+    PRIMARY KEY (file_id, position)
 );
+-- Receipts arrive compressed already (PDF, JPEG, PNG): stored as they are, not tried again.
+ALTER TABLE stored_chunks ALTER COLUMN content SET STORAGE EXTERNAL;
 
 -- The freeze: no statement changes or removes an issued invoice or its attachments.
 CREATE FUNCTION refuse_frozen(reason TEXT) RETURNS void LANGUAGE plpgsql AS $$
@@ -263,6 +270,44 @@ END $$;
 CREATE TRIGGER issued_invoices_are_never_truncated BEFORE TRUNCATE ON invoices
     FOR EACH STATEMENT EXECUTE FUNCTION issued_invoices_are_never_truncated();
 CREATE TRIGGER issued_attachments_are_never_truncated BEFORE TRUNCATE ON attachments
+    FOR EACH STATEMENT EXECUTE FUNCTION issued_invoices_are_never_truncated();
+
+-- The bytes an issued invoice's attachments name are frozen with them.
+CREATE FUNCTION refuse_if_bytes_of_issued(stored_file TEXT) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (
+            SELECT 1 FROM stored_files JOIN attachments
+                ON attachments.owner_id = stored_files.owner_id
+               AND attachments.sha256 = stored_files.sha256
+              JOIN invoices ON invoices.id = attachments.invoice_id
+             WHERE stored_files.id = stored_file AND invoices.status = 'issued') THEN
+        PERFORM refuse_frozen('an issued invoice keeps the bytes of its attachments');
+    END IF;
+END $$;
+CREATE FUNCTION issued_attachment_file_is_kept() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM refuse_if_bytes_of_issued(OLD.id);
+    IF TG_OP = 'DELETE' THEN
+        RETURN OLD;
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE FUNCTION issued_attachment_chunk_is_kept() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM refuse_if_bytes_of_issued(OLD.file_id);
+    IF TG_OP = 'DELETE' THEN
+        RETURN OLD;
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER issued_attachment_files_are_kept BEFORE UPDATE OR DELETE ON stored_files
+    FOR EACH ROW WHEN (OLD.sha256 IS NOT NULL)
+    EXECUTE FUNCTION issued_attachment_file_is_kept();
+CREATE TRIGGER issued_attachment_chunks_are_kept BEFORE UPDATE OR DELETE ON stored_chunks
+    FOR EACH ROW EXECUTE FUNCTION issued_attachment_chunk_is_kept();
+CREATE TRIGGER issued_attachment_files_are_never_truncated BEFORE TRUNCATE ON stored_files
+    FOR EACH STATEMENT EXECUTE FUNCTION issued_invoices_are_never_truncated();
+CREATE TRIGGER issued_attachment_chunks_are_never_truncated BEFORE TRUNCATE ON stored_chunks
     FOR EACH STATEMENT EXECUTE FUNCTION issued_invoices_are_never_truncated();
 """
 

@@ -200,6 +200,14 @@ def connect(url: str) -> Connection:
     return Connection(raw)
 
 
+def read_only(url: str) -> Connection:
+    """A connection whose transactions can only read: for `check`, `audit` and `backup`,
+    which look at a studio while it serves."""
+    db = connect(url)
+    db.execute("SET default_transaction_read_only = on")
+    return db
+
+
 def schema_version(db: Connection) -> int:
     found = db.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()[0]
     if not found:

@@ -1,11 +1,12 @@
 """Reading a multipart upload as it streams in: never the whole file in memory.
 
 python-multipart's push parser is fed the body chunk by chunk. The file part goes straight
-to a temporary file in the store's own folder while it is counted and hashed; past the limit
-the reading stops before the rest of the body is read. Fields other than the file are short
-text (the client key) and are capped too.
+to where its store keeps what is still arriving (a `Part`: a temporary file in the store's
+folder, or chunk rows in the database) while it is counted and hashed; past the limit the
+reading stops before the rest of the body is read. Fields other than the file are short text
+(the client key) and are capped too.
 
-The temporary file is locked (flock) from its creation until the upload is done with it: the
+A temporary file is locked (flock) from its creation until the upload is done with it: the
 sweep, in this process or any other sharing the folder, removes only the ones it can lock.
 """
 
@@ -19,7 +20,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect, Request
@@ -33,26 +34,69 @@ MAX_PARTS = 16
 ENVELOPE_BYTES = 64 * 1024  # what a body may hold besides the file: boundaries, the key
 
 
+class Part(Protocol):
+    """Where a store keeps the bytes of a file still arriving, until it is bound or dropped."""
+
+    def write(self, chunk: bytes) -> None:
+        """Take the next bytes; called on the event loop, so it must not wait on I/O long."""
+
+    async def flush(self) -> None:
+        """Called after each piece of the body: a chance to move what was taken onwards."""
+
+    async def finish(self) -> None:
+        """All bytes arrived: make them durable before anything names them."""
+
+    async def discard(self) -> None:
+        """Drop whatever is not stored under its hash yet; safe to call twice."""
+
+
 @dataclass
 class Upload:
     """What came in: the text fields, and the file written aside with its digest."""
 
     fields: dict[str, str] = field(default_factory=dict)
     filename: str = ""
-    path: Path | None = None
     size: int = 0
     sha256: str = ""
     head: bytes = b""
-    # Open, and so locked, until discarded: the file may be linked into place again later.
-    handle: IO[bytes] | None = field(default=None, repr=False)
+    part: Part | None = field(default=None, repr=False)
 
-    def discard(self) -> None:
+    async def discard(self) -> None:
+        if self.part is not None:
+            part, self.part = self.part, None
+            await part.discard()
+
+
+class FilePart:
+    """A temporary file in the store's `incoming` folder, open, and so locked, until
+    discarded: the file may be linked into place again later."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.path: Path | None
+        self.path, self.handle = claimed_part(folder)
+
+    def write(self, chunk: bytes) -> None:
+        # Writing a chunk takes microseconds: a thread hop per chunk would cost more than it
+        # saves. Only the fsync, which waits for the disk, goes to a thread.
+        self.handle.write(chunk)
+
+    async def flush(self) -> None:
+        return None
+
+    async def finish(self) -> None:
+        await asyncio.to_thread(self._sync)
+
+    def _sync(self) -> None:
+        """On disk before anything names it; kept open, so still locked."""
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
+
+    async def discard(self) -> None:
         if self.path is not None:
             self.path.unlink(missing_ok=True)
             self.path = None
-        if self.handle is not None:
-            self.handle.close()
-            self.handle = None
+        self.handle.close()
 
 
 def claimed_part(folder: Path) -> tuple[Path, IO[bytes]]:
@@ -97,10 +141,10 @@ def clean_filename(raw: str) -> str:
 
 
 class _Reader:
-    """The parser's callbacks: one part at a time, the file part to disk."""
+    """The parser's callbacks: one part at a time, the file part to its store."""
 
-    def __init__(self, folder: Path, limit: int) -> None:
-        self.folder, self.limit = folder, limit
+    def __init__(self, begin: Callable[[], Part], limit: int) -> None:
+        self.begin, self.limit = begin, limit
         self.upload = Upload()
         self._header_field = b""
         self._header_value = b""
@@ -136,26 +180,24 @@ class _Reader:
     def on_headers_finished(self) -> None:
         _, options = parse_options_header(self._disposition)
         self._name = options.get(b"name", b"").decode("utf-8", "replace")
-        if self._name == "file" and self.upload.handle is not None:
+        if self._name == "file" and self.upload.part is not None:
             raise Refusal("invalid_body", "Send one file at a time.")
         if b"filename" in options and self._name == "file":
             self.upload.filename = clean_filename(options[b"filename"].decode("utf-8",
                                                                               "replace"))
-            self.upload.path, self.upload.handle = claimed_part(self.folder)
+            self.upload.part = self.begin()
 
     def on_part_data(self, data: bytes, start: int, end: int) -> None:
         chunk = data[start:end]
-        if self.upload.handle is not None and self._name == "file":
+        if self.upload.part is not None and self._name == "file":
             self.upload.size += len(chunk)
             if self.upload.size > self.limit:
                 self.too_large = True
                 return
             if len(self.upload.head) < HEAD_BYTES:
                 self.upload.head += chunk[:HEAD_BYTES - len(self.upload.head)]
-            # Hashing and writing a chunk take microseconds: a thread hop per chunk would cost
-            # more than it saves. Only the fsync, which waits for the disk, goes to a thread.
             self._digest.update(chunk)
-            self.upload.handle.write(chunk)
+            self.upload.part.write(chunk)
         elif len(self._value) + len(chunk) <= MAX_FIELD_BYTES:
             self._value += chunk
         else:
@@ -165,11 +207,10 @@ class _Reader:
         if self._name and self._name != "file":
             self.upload.fields[self._name] = self._value.decode("utf-8", "replace")
 
-    def finish(self) -> None:
-        """On disk before anything names it; kept open, so still locked."""
-        if self.upload.handle is not None:
-            self.upload.handle.flush()
-            os.fsync(self.upload.handle.fileno())
+    async def finish(self) -> None:
+        """Durable before anything names it."""
+        if self.upload.part is not None:
+            await self.upload.part.finish()
             self.upload.sha256 = self._digest.hexdigest()
 
 
@@ -184,11 +225,12 @@ def _parse(step: Callable[..., object], *chunk: bytes) -> None:
         raise Refusal("invalid_body", "The multipart body could not be read.") from None
 
 
-async def read_upload(request: Request, folder: Path, limit: int,
+async def read_upload(request: Request, begin: Callable[[], Part], limit: int,
                       before_file: Callable[[dict[str, str]], Awaitable[None]] | None = None
                       ) -> Upload:
-    """The multipart body, its file part in `folder`; 413 past `limit` bytes of file, counted
-    as they arrive (a declared length over the limit is refused before reading at all).
+    """The multipart body, its file part in a `Part` from `begin`; 413 past `limit` bytes of
+    file, counted as they arrive (a declared length over the limit is refused before reading
+    at all).
     `before_file` sees the fields sent before the file as soon as the file begins, and may
     refuse it before the rest is read."""
     content_type, options = parse_options_header(request.headers.get("content-type", ""))
@@ -203,8 +245,7 @@ async def read_upload(request: Request, folder: Path, limit: int,
                                             " the most one attachment may be.")
     if declared.isascii() and declared.isdigit() and int(declared) > limit + ENVELOPE_BYTES:
         raise too_large
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    reader = _Reader(folder, limit)
+    reader = _Reader(begin, limit)
     parser = MultipartParser(boundary, {  # type: ignore[arg-type]
         name: getattr(reader, name) for name in (
             "on_part_begin", "on_part_data", "on_part_end", "on_header_field",
@@ -218,23 +259,25 @@ async def read_upload(request: Request, folder: Path, limit: int,
             _parse(parser.write, chunk)
             if reader.too_large:
                 raise too_large
-            if before_file is not None and reader.upload.handle is not None:
-                await before_file(dict(reader.upload.fields))
-                before_file = None
+            if reader.upload.part is not None:
+                if before_file is not None:
+                    await before_file(dict(reader.upload.fields))
+                    before_file = None
+                await reader.upload.part.flush()
         _parse(parser.finalize)
         if not reader.ended:  # the parser does not check this itself
             raise Refusal("invalid_body", "The upload was cut off before its end; send the "
                                           "file again.")
-        await asyncio.to_thread(reader.finish)
+        await reader.finish()
     except ClientDisconnect:
-        reader.upload.discard()
+        await reader.upload.discard()
         raise Refusal("invalid_body", "The upload was cut off before its end; send the "
                                       "file again.") from None
     except BaseException:  # refused, a full disk (507), a cancelled request: no file stays
-        reader.upload.discard()
+        await asyncio.shield(reader.upload.discard())
         raise
-    if reader.upload.path is None or not reader.upload.sha256:
-        reader.upload.discard()
+    if reader.upload.part is None or not reader.upload.sha256:
+        await reader.upload.discard()
         raise Refusal("invalid_body", "Choose a file to attach (a field named file).")
     return reader.upload
 

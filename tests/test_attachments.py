@@ -1,4 +1,5 @@
-"""Attachments by client key, asserted on the database and on disk."""
+"""Attachments by client key, asserted on the database and on the store: a folder on disk, or
+(PostgreSQL without STUDIO_FILES) chunk rows in the database."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ import pytest
 
 from studio import attachments
 from studio.attachments import FileStore
+from studio.config import Settings
 from studio.db import Database
-from tests.conftest import BEN, database_digest, execute, running, scalar
+from studio.stores import store_for
+from tests import backends
+from tests.conftest import BEN, Running, database_digest, execute, rows, running, scalar
 
 pytestmark = pytest.mark.anyio
 
@@ -35,14 +39,112 @@ def png(seed: int = 0) -> bytes:
 PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"
 
 
-def files(studio) -> list[Path]:
-    root = studio.settings.files
-    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+# What a store holds, read as another process would: the folder's files, or the rows.
 
 
-def stored(studio) -> list[Path]:
-    return [p for p in files(studio) if p.parent.parent.name != "incoming"
-            and p.parent.name != "incoming"]
+def _settings_of(where: Running | Settings) -> Settings:
+    return where if isinstance(where, Settings) else where.settings
+
+
+def files(where) -> list:  # type: ignore[no-untyped-def]
+    """Everything the store holds: stored bytes and bytes still arriving."""
+    settings = _settings_of(where)
+    store = store_for(settings)
+    if isinstance(store, FileStore):
+        root = store.folder
+        return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+    # A chunk row belongs to a file row (a foreign key): no file rows, no chunks.
+    return sorted(tuple(row) for row in rows(settings.db_path,
+                                             "SELECT id, sha256 FROM stored_files"))
+
+
+def stored(where) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
+    """(actor id, sha256) of every stored object."""
+    settings = _settings_of(where)
+    store = store_for(settings)
+    if isinstance(store, FileStore):
+        return sorted((path.parent.parent.name, path.name) for path in store.stored())
+    return sorted((row[0], row[1]) for row in rows(
+        settings.db_path, "SELECT owner_id, sha256 FROM stored_files WHERE sha256 IS NOT NULL"))
+
+
+def arriving(where) -> list:  # type: ignore[no-untyped-def]
+    """Bytes of uploads not bound: temporary files, or chunk rows under an upload's own id."""
+    settings = _settings_of(where)
+    store = store_for(settings)
+    if isinstance(store, FileStore):
+        return list(store.incoming.iterdir()) if store.incoming.exists() else []
+    return [row[0] for row in rows(settings.db_path,
+                                   "SELECT id FROM stored_files WHERE sha256 IS NULL")]
+
+
+def content_of(where, actor_id: str, sha256: str) -> bytes | None:  # type: ignore[no-untyped-def]
+    """The bytes stored as the actor's under `sha256`, None if there are none."""
+    settings = _settings_of(where)
+    store = store_for(settings)
+    if isinstance(store, FileStore):
+        path = store.path_of(actor_id, sha256)
+        return path.read_bytes() if path.exists() else None
+    found = rows(settings.db_path, "SELECT id FROM stored_files WHERE owner_id = ?"
+                                   " AND sha256 = ?", actor_id, sha256)
+    if not found:
+        return None
+    return b"".join(bytes(row[0]) for row in rows(
+        settings.db_path, "SELECT content FROM stored_chunks WHERE file_id = ?"
+                          " ORDER BY position", found[0][0]))
+
+
+def leave_orphan(where, actor_id: str, content: bytes) -> None:  # type: ignore[no-untyped-def]
+    """Bytes stored under their hash that no attachment names, as a crash between storing
+    and binding (or between a delete and its removal) leaves them."""
+    settings = _settings_of(where)
+    store = store_for(settings)
+    sha256 = hashlib.sha256(content).hexdigest()
+    if isinstance(store, FileStore):
+        path = store.path_of(actor_id, sha256)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        return
+    execute(settings.db_path, "INSERT INTO stored_files (id, owner_id, sha256, size,"
+                              " created_at, written_at, placed_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "orphan-" + sha256[:8], actor_id, sha256, len(content), time.time(), time.time(),
+            time.time())
+    execute(settings.db_path, "INSERT INTO stored_chunks (file_id, position, content)"
+                              " VALUES (?, 0, ?)", "orphan-" + sha256[:8], content)
+
+
+def damage(where, actor_id: str, sha256: str, content: bytes) -> None:  # type: ignore[no-untyped-def]
+    """Other bytes where these were: a disk's or a hand's damage."""
+    settings = _settings_of(where)
+    store = store_for(settings)
+    if isinstance(store, FileStore):
+        store.path_of(actor_id, sha256).write_bytes(content)
+        return
+    execute(settings.db_path, "UPDATE stored_chunks SET content = ? WHERE position = 0 AND"
+                              " file_id = (SELECT id FROM stored_files WHERE owner_id = ?"
+                              " AND sha256 = ?)", content, actor_id, sha256)
+
+
+def lose(where, actor_id: str, sha256: str) -> None:  # type: ignore[no-untyped-def]
+    """The stored bytes gone, their rows kept: a store restored without its files."""
+    settings = _settings_of(where)
+    store = store_for(settings)
+    if isinstance(store, FileStore):
+        store.path_of(actor_id, sha256).unlink()
+        return
+    execute(settings.db_path, "DELETE FROM stored_files WHERE owner_id = ? AND sha256 = ?",
+            actor_id, sha256)
+
+
+def in_a_folder(settings: Settings) -> Settings:
+    """Attachments in a folder STUDIO_FILES names: SQLite's own way, and on PostgreSQL the
+    folder several hosts share."""
+    return settings.with_changes(files_dir=settings.files)
+
+
+@pytest.fixture
+def folder_settings(settings: Settings) -> Settings:
+    return in_a_folder(settings)
 
 
 async def draft_id(client) -> str:
@@ -70,13 +172,24 @@ async def test_new_replay_and_conflict_leave_one_row_one_file_and_the_first_byte
         "image/png", len(png(1)), hashlib.sha256(png(1)).hexdigest())
     db = studio.settings.db_path
     assert scalar(db, "SELECT COUNT(*) FROM attachments") == 1
-    [kept] = stored(studio)
-    assert kept.read_bytes() == png(1) and kept.name == body["sha256"]
-    assert oct(kept.stat().st_mode & 0o777) == "0o600"
-    for folder in (studio.settings.files, kept.parent, kept.parent.parent):
-        assert oct(folder.stat().st_mode & 0o777) == "0o700", folder
+    [(owner, sha256)] = stored(studio)
+    assert sha256 == body["sha256"] and content_of(studio, owner, sha256) == png(1)
+    assert arriving(studio) == []
     listed = (await client.get(f"/invoices/{invoice}")).json()["attachments"]
     assert [item["attachment_id"] for item in listed] == [body["attachment_id"]]
+
+
+async def test_a_folder_keeps_its_files_for_their_owner_only(folder_settings):
+    async with running(folder_settings) as studio:
+        client = await studio.signed_in()
+        made = await send(client, await draft_id(client), "key-1", png(1))
+        assert made.status_code == 201, made.text
+        [(owner, sha256)] = stored(studio)
+        kept = FileStore(folder_settings.files).path_of(owner, sha256)
+        assert kept.read_bytes() == png(1) and kept.name == made.json()["sha256"]
+        assert oct(kept.stat().st_mode & 0o777) == "0o600"
+        for folder in (folder_settings.files, kept.parent, kept.parent.parent):
+            assert oct(folder.stat().st_mode & 0o777) == "0o700", folder
 
 
 async def test_too_large_and_wrong_type_leave_no_row_and_no_file(settings):
@@ -200,14 +313,13 @@ async def test_client_keys_are_each_actors_own_and_one_to_100_characters(studio)
     second = await send(ben, bens, "shared-key", png(8))
     assert (first.status_code, second.status_code) == (201, 201)
     assert first.json()["attachment_id"] != second.json()["attachment_id"]
-    store = FileStore(studio.settings.files)
     owners = {name: scalar(studio.settings.db_path, "SELECT id FROM actors WHERE email = ?",
                            email) for name, email in (("ada", "ada@example.com"), ("ben", BEN))}
     digest = hashlib.sha256(png(8)).hexdigest()
-    assert all(store.path_of(owner, digest).read_bytes() == png(8) for owner in owners.values())
+    assert all(content_of(studio, owner, digest) == png(8) for owner in owners.values())
     # Ada removing hers leaves Ben's file, and his download, in place.
     assert (await ada.delete(f"/attachments/{first.json()['attachment_id']}")).status_code == 200
-    assert not store.path_of(owners["ada"], digest).exists()
+    assert content_of(studio, owners["ada"], digest) is None
     assert (await ben.get(f"/attachments/{second.json()['attachment_id']}")).content == png(8)
     listed = (await ben.get(f"/invoices/{bens}")).json()["attachments"]
     assert [(item["filename"], item["size"], item["sha256"]) for item in listed] == [
@@ -222,7 +334,7 @@ async def test_ten_concurrent_uploads_with_one_key_make_one_attachment(studio):
     assert sorted(r.status_code for r in replies) == [200] * 9 + [201]
     assert len({r.json()["attachment_id"] for r in replies}) == 1
     assert scalar(studio.settings.db_path, "SELECT COUNT(*) FROM attachments") == 1
-    assert len(stored(studio)) == 1
+    assert len(stored(studio)) == 1 and arriving(studio) == []
 
 
 async def test_another_actor_gets_404_and_an_issued_invoice_409(studio):
@@ -254,7 +366,7 @@ async def test_another_actor_gets_404_and_an_issued_invoice_409(studio):
     assert {late.json()["detail"], late_text.json()["detail"], removed.json()["detail"]} == {
         "invoice_issued"}  # issued first: what the file is does not matter any more
     assert database_digest(studio.settings.db_path) == frozen
-    assert stored(studio) == kept_files and not list((studio.settings.files / "incoming").iterdir())
+    assert stored(studio) == kept_files and arriving(studio) == []
     with pytest.raises(sqlite3.IntegrityError, match="invoice_frozen"):
         execute(studio.settings.db_path, "DELETE FROM attachments WHERE id = ?",
                 made["attachment_id"])
@@ -283,18 +395,17 @@ async def test_an_orphan_file_is_swept_after_the_grace_period_and_a_retry_succee
     kept = (await send(client, invoice, "key-kept", png(11))).json()
     actor_id = scalar(studio.settings.db_path, "SELECT owner_id FROM invoices WHERE id = ?",
                       invoice)
-    store = FileStore(studio.settings.files)
-    orphan = store.path_of(actor_id, hashlib.sha256(png(12)).hexdigest())
-    orphan.parent.mkdir(parents=True, exist_ok=True)
-    orphan.write_bytes(png(12))  # as a crash between placing and binding leaves it
+    orphan = hashlib.sha256(png(12)).hexdigest()
+    leave_orphan(studio, actor_id, png(12))
     db: Database = studio.studio.db
+    store = studio.app.state.attachment_store
     assert await attachments.sweep_orphans(db, store) == 0  # within the grace period
-    assert orphan.exists()
+    assert content_of(studio, actor_id, orphan) == png(12)
     assert await attachments.sweep_orphans(db, store, now=time.time() + 7200) == 1
-    assert not orphan.exists()
-    assert store.path_of(actor_id, kept["sha256"]).exists()  # named by a row: kept
+    assert content_of(studio, actor_id, orphan) is None
+    assert content_of(studio, actor_id, kept["sha256"]) == png(11)  # named by a row: kept
     retry = await send(client, invoice, "key-orphan", png(12))
-    assert retry.status_code == 201 and orphan.exists()
+    assert retry.status_code == 201 and content_of(studio, actor_id, orphan) == png(12)
 
 
 async def test_attaching_or_removing_is_a_new_revision_so_a_stale_issue_review_is_refused(
@@ -363,18 +474,18 @@ async def test_a_body_past_the_limit_is_413_even_without_a_file_part(settings):
         assert files(studio) == []
 
 
-async def test_studio_check_finds_a_missing_or_damaged_file_in_its_owners_folder(studio):
+async def test_studio_check_finds_a_missing_or_damaged_file_in_its_owners_keeping(studio):
     from studio.checks import Target, files_vs_rows
 
     client = await studio.signed_in()
     made = (await send(client, await draft_id(client), "key-check", png(41))).json()
-    target = Target(studio.settings.db_path, studio.settings.files)
+    target = Target(studio.settings)
     assert files_vs_rows(target).ok
-    [kept] = stored(studio)
-    kept.write_bytes(png(42))
+    [(owner, sha256)] = stored(studio)
+    damage(studio, owner, sha256, png(42))
     damaged = files_vs_rows(target)
     assert not damaged.ok and made["sha256"] in damaged.detail
-    kept.unlink()
+    lose(studio, owner, sha256)
     missing = files_vs_rows(target)
     assert not missing.ok and f"missing: {made['sha256']}" in missing.detail
 
@@ -390,22 +501,22 @@ async def test_deleting_a_draft_deletes_its_attachments_and_their_files_once_not
     only = (await send(client, invoice, "k-only", png(51))).json()
     shared = (await send(client, invoice, "k-shared", png(52))).json()
     elsewhere = (await send(client, other, "k-elsewhere", png(52))).json()
-    db, store = studio.settings.db_path, FileStore(studio.settings.files)
+    db = studio.settings.db_path
     actor_id = scalar(db, "SELECT owner_id FROM invoices WHERE id = ?", invoice)
 
     assert (await client.delete(f"/invoices/{invoice}")).status_code == 200
     assert scalar(db, "SELECT COUNT(*) FROM attachments WHERE invoice_id = ?", invoice) == 0
     assert scalar(db, "SELECT COUNT(*) FROM request_bindings WHERE kind = 'attachment'"
                       " AND request_id IN ('k-only', 'k-shared')") == 0
-    assert not store.path_of(actor_id, only["sha256"]).exists()
-    assert store.path_of(actor_id, shared["sha256"]).read_bytes() == png(52)  # still named
+    assert content_of(studio, actor_id, only["sha256"]) is None
+    assert content_of(studio, actor_id, shared["sha256"]) == png(52)  # still named
     for gone in (only, shared):
         assert (await client.get(f"/attachments/{gone['attachment_id']}")).status_code == 404
     assert (await client.get(f"/attachments/{elsewhere['attachment_id']}")).content == png(52)
     # A resent upload to the deleted draft: the draft is gone, not a server error.
     resent = await send(client, invoice, "k-only", png(51))
     assert resent.status_code == 404 and resent.json()["detail"] == "invoice_not_found"
-    assert stored(studio) == [store.path_of(actor_id, shared["sha256"])]
+    assert stored(studio) == [(actor_id, shared["sha256"])] and arriving(studio) == []
 
 
 async def test_a_crash_after_a_draft_is_deleted_leaves_only_orphans_the_sweep_removes(studio):
@@ -418,18 +529,17 @@ async def test_a_crash_after_a_draft_is_deleted_leaves_only_orphans_the_sweep_re
     db_path = studio.settings.db_path
     actor_id = scalar(db_path, "SELECT owner_id FROM invoices WHERE id = ?", invoice)
     # The rows go in the transaction; a process that dies right after its commit never
-    # removes the file.
-    db = sqlite3.connect(db_path, isolation_level=None)
-    db.row_factory = sqlite3.Row
+    # removes the file (nor, given no store, the bytes in the database).
+    db = backends.connect(db_path)
     try:
         in_transaction(db, invoices.delete_draft, actor_id, invoice)
     finally:
         db.close()
-    left = FileStore(studio.settings.files).path_of(actor_id, made["sha256"])
-    assert scalar(db_path, "SELECT COUNT(*) FROM attachments") == 0 and left.exists()
-    swept = await attachments.sweep_orphans(studio.studio.db, FileStore(studio.settings.files),
+    assert scalar(db_path, "SELECT COUNT(*) FROM attachments") == 0
+    assert content_of(studio, actor_id, made["sha256"]) == png(53)
+    swept = await attachments.sweep_orphans(studio.studio.db, studio.app.state.attachment_store,
                                             now=time.time() + 2 * attachments.ORPHAN_GRACE_S)
-    assert swept == 1 and not left.exists()
+    assert swept == 1 and content_of(studio, actor_id, made["sha256"]) is None
 
 
 def _trickled(boundary: str, key: str, content: bytes, started: asyncio.Event,
@@ -456,7 +566,12 @@ async def _upload_in_progress(client, invoice: str, key: str, content: bytes, in
     return reply, release, part
 
 
-async def test_the_sweep_never_removes_a_file_an_upload_still_writes(studio):
+async def test_the_sweep_never_removes_a_file_an_upload_still_writes(folder_settings):
+    async with running(folder_settings) as studio:
+        await _the_sweep_never_removes_a_file_an_upload_still_writes(studio)
+
+
+async def _the_sweep_never_removes_a_file_an_upload_still_writes(studio: Running) -> None:
     client = await studio.signed_in()
     invoice = await draft_id(client)
     store = FileStore(studio.settings.files)
@@ -480,7 +595,13 @@ async def test_the_sweep_never_removes_a_file_an_upload_still_writes(studio):
     assert not abandoned.exists()
 
 
-async def test_an_upload_whose_file_vanished_before_linking_is_a_retryable_503(studio):
+async def test_an_upload_whose_file_vanished_before_linking_is_a_retryable_503(folder_settings):
+    async with running(folder_settings) as studio:
+        await _an_upload_whose_file_vanished_before_linking_is_a_retryable_503(studio)
+
+
+async def _an_upload_whose_file_vanished_before_linking_is_a_retryable_503(studio: Running
+                                                                           ) -> None:
     client = await studio.signed_in()
     invoice = await draft_id(client)
     store = FileStore(studio.settings.files)

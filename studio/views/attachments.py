@@ -7,12 +7,12 @@ import logging
 from urllib.parse import quote
 
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import JSONResponse, Response
 
 from studio import attachments, bindings, invoices, metrics
-from studio.attachments import FileStore
 from studio.db import Database
 from studio.errors import Refusal
+from studio.stores import Store
 from studio.uploads import ENVELOPE_BYTES, read_upload
 from studio.web import PRIVATE, answer_kind, current_actor, path_id, read_body, render, studio_of
 
@@ -23,8 +23,9 @@ SERVED = {"X-Content-Type-Options": "nosniff", "Cache-Control": "private, no-sto
           "Content-Security-Policy": "default-src 'none'; sandbox", "Vary": "Cookie"}
 
 
-def store_of(request: Request) -> FileStore:
-    return FileStore(studio_of(request).settings.files)
+def store_of(request: Request) -> Store:
+    """The store the app chose once, at start, from its settings."""
+    return request.app.state.attachment_store
 
 
 def disposition(kind: str, filename: str) -> str:
@@ -56,8 +57,8 @@ async def upload(request: Request) -> Response:
                                  fields["client_key"], quota, at_least)
 
     store = store_of(request).ensure()  # owner-only before the first file lands in it
-    received = await read_upload(request, store.incoming, settings.max_upload_bytes,
-                                 room_before_file)
+    received = await read_upload(request, lambda: store.begin(studio.db, actor.id),
+                                 settings.max_upload_bytes, room_before_file)
     try:
         client_key = bindings.parse_request_id(received.fields, "client_key",
                                                "invalid_client_key")
@@ -76,7 +77,7 @@ async def upload(request: Request) -> Response:
                 await _leave_no_file(studio.db, store, actor.id, received.sha256)
                 raise
     finally:
-        received.discard()
+        await received.discard()
     if created:
         metrics.uploads_total.inc()
     if answer_kind(request) == "fragment":
@@ -84,7 +85,7 @@ async def upload(request: Request) -> Response:
     return JSONResponse(listed, status_code=201 if created else 200, headers=PRIVATE)
 
 
-async def _leave_no_file(db: Database, store: FileStore, actor_id: str, sha256: str) -> None:
+async def _leave_no_file(db: Database, store: Store, actor_id: str, sha256: str) -> None:
     try:
         await db.write(attachments.unnamed, store, [(actor_id, sha256)])
     except Exception:  # the sweep removes it later; the first failure is the answer
@@ -111,19 +112,14 @@ async def _owned(request: Request) -> dict:
     return found
 
 
-def _stored(request: Request, found: dict) -> str:
-    path = store_of(request).path_of(found["owner_id"], found["sha256"])
-    if not path.is_file():  # a store restored without its files: say so, never a 500
-        raise Refusal("attachment_not_found", "The file of this attachment is missing from "
-                                              "the store; attach it again.")
-    return str(path)
+async def _served(request: Request, found: dict, kind: str) -> Response:
+    return await store_of(request).response(
+        studio_of(request).db, found["owner_id"], found["sha256"], found["content_type"],
+        {**SERVED, "Content-Disposition": disposition(kind, found["filename"])})
 
 
 async def download(request: Request) -> Response:
-    found = await _owned(request)
-    path = _stored(request, found)
-    return FileResponse(path, media_type=found["content_type"], headers={
-        **SERVED, "Content-Disposition": disposition("attachment", found["filename"])})
+    return await _served(request, await _owned(request), "attachment")
 
 
 async def preview(request: Request) -> Response:
@@ -131,8 +127,7 @@ async def preview(request: Request) -> Response:
     found = await _owned(request)
     if found["content_type"] not in attachments.PREVIEWABLE:
         raise Refusal("attachment_not_found")
-    return FileResponse(_stored(request, found), media_type=found["content_type"], headers={
-        **SERVED, "Content-Disposition": disposition("inline", found["filename"])})
+    return await _served(request, found, "inline")
 
 
 async def delete(request: Request) -> Response:

@@ -13,7 +13,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from studio import bindings, documents, invoices, leases, money, paging, profiles
-from studio.attachments import FileStore
 from studio.errors import Refusal
 from studio.web import (
     PRIVATE,
@@ -141,7 +140,7 @@ async def delete_invoice(request: Request) -> Response:
     await read_body(request)
     actor = await current_actor(request)
     await studio_of(request).db.write(invoices.delete_draft, actor.id, invoice_id,
-                                      store=FileStore(studio_of(request).settings.files))
+                                      store=request.app.state.attachment_store)
     return moved_to(request, "/invoices", {"status": "deleted", "invoice_id": invoice_id})
 
 

@@ -6,6 +6,8 @@ Shared machines drift, so no figure stands alone: the store is compared with raw
 doing the same inserts, the HTTP routes with a bare Starlette route on the same uvicorn
 settings, the worker with a raw `sqlite3` loop running the same claim and write statements.
 Load comes from `wrk` (a separate process on loopback); results go to `bench/results.json`.
+The `pg` part measures the PostgreSQL backend the same way, each figure against its baseline
+(raw psycopg, one worker, the bare route), in a throwaway cluster of its own (bench/pg.py).
 """
 
 from __future__ import annotations
@@ -840,7 +842,8 @@ def steps(quick: bool) -> dict[str, Callable[[Path], dict[str, Any]]]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="a run of under two minutes")
+    parser.add_argument("--quick", action="store_true",
+                        help="every part with fewer repetitions and shorter loads")
     parser.add_argument("--out", type=Path, default=None,
                         help=f"where the figures go (default {RESULTS.relative_to(ROOT)};"
                              " with --only, nowhere unless given)")
@@ -853,6 +856,7 @@ def main(argv: list[str] | None = None) -> None:
                         help=argparse.SUPPRESS)  # the PostgreSQL part, run by pg.in_cluster
     args = parser.parse_args(argv)
     if args.in_cluster is not None:
+        pg.started(args.in_cluster).touch()
         with tempfile.TemporaryDirectory(prefix="studio-bench-") as folder:
             figures = measure_pg(Path(folder), args.quick)
         args.in_cluster.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -15,8 +14,28 @@ import httpx
 from bench.uploads import peak_rss_mb, reset_peak
 from studio import attachments
 from studio.attachments import FileStore
-from studio.db import Database
+from studio.config import Settings
+from studio.db import open_database
+from studio.stores import store_for
+from tests import backends
 from tests.conftest import rows, scalar, sign_in, start_server, wait_until
+from tests.test_attachments import arriving, content_of, files, stored
+
+
+def settings_of(db_path: Path) -> Settings:
+    """The settings `studio serve` reads for this database (no STUDIO_FILES)."""
+    return Settings(db_path=db_path, database_url=backends.database_url(db_path) or "")
+
+
+def arrived(settings: Settings, actor_id: str, content: bytes) -> bool:
+    """All of the upload's bytes are in its store, waiting for the binding: placed in the
+    folder, or in chunk rows under the upload's own id."""
+    if isinstance(store_for(settings), FileStore):
+        return content_of(settings, actor_id, hashlib.sha256(content).hexdigest()) == content
+    return scalar(settings.db_path, "SELECT COALESCE(SUM(octet_length(content)), 0) FROM"
+                                    " stored_chunks JOIN stored_files ON stored_files.id ="
+                                    " stored_chunks.file_id WHERE sha256 IS NULL"
+                  ) == len(content)
 
 
 def draft_of_ada(db_path: Path) -> tuple[str, str]:
@@ -34,15 +53,15 @@ def test_a_crash_between_saving_and_binding_leaves_an_orphan_that_is_swept_and_t
         tmp_path):
     db_path = tmp_path / "studio.db"
     server = start_server(db_path, "--demo")
+    settings = settings_of(db_path)
     invoice, actor_id = draft_of_ada(db_path)
     client = sign_in(server.url)
     content = pdf_of(200_000, 1)
     digest = hashlib.sha256(content).hexdigest()
-    placed = FileStore(Path(str(db_path) + ".files")).path_of(actor_id, digest)
 
-    # The gate: this connection holds the write lock, so the upload streams, hashes, fsyncs
-    # and places its file, then waits to bind.
-    gate = sqlite3.connect(db_path, isolation_level=None)
+    # The gate: this connection holds the write lock, so the upload streams, hashes and
+    # stores its bytes, then waits to bind.
+    gate = backends.connect(db_path)
     gate.execute("BEGIN IMMEDIATE")
     outcome: list[object] = []
 
@@ -57,7 +76,8 @@ def test_a_crash_between_saving_and_binding_leaves_an_orphan_that_is_swept_and_t
     sender = threading.Thread(target=upload)
     sender.start()
     try:
-        wait_until(placed.exists, 30, "the upload to place its file")
+        wait_until(lambda: arrived(settings, actor_id, content), 30,
+                   "the upload to store its bytes")
         server.process.kill()  # kill -9 while the upload waits to bind
         server.process.wait(10)
     finally:
@@ -68,19 +88,19 @@ def test_a_crash_between_saving_and_binding_leaves_an_orphan_that_is_swept_and_t
     assert isinstance(outcome[0], httpx.HTTPError)  # the client never heard back
     client.close()
 
-    assert placed.exists()
+    assert files(settings) != []  # the orphan bytes
     assert scalar(db_path, "SELECT COUNT(*) FROM attachments") == 0
     assert scalar(db_path, "SELECT COUNT(*) FROM request_bindings WHERE kind = 'attachment'") == 0
 
     async def sweep(now: float) -> int:
-        db = await Database(db_path).open()
+        db = await open_database(settings).open()
         try:
-            return await attachments.sweep_orphans(db, FileStore(placed.parents[2]), now=now)
+            return await attachments.sweep_orphans(db, store_for(settings), now=now)
         finally:
             await db.close()
 
     assert asyncio.run(sweep(time.time() + 2 * attachments.ORPHAN_GRACE_S)) == 1
-    assert not placed.exists()
+    assert stored(settings) == [] and arriving(settings) == []
 
     server = start_server(db_path)
     client = sign_in(server.url)
@@ -91,8 +111,9 @@ def test_a_crash_between_saving_and_binding_leaves_an_orphan_that_is_swept_and_t
         again = client.post(f"/invoices/{invoice}/attachments", data={"client_key": "crash-key"},
                             files={"file": ("r.pdf", content, "application/pdf")})
         assert again.status_code == 200
-        assert placed.read_bytes() == content
+        assert content_of(settings, actor_id, digest) == content
         assert scalar(db_path, "SELECT COUNT(*) FROM attachments") == 1
+        assert arriving(settings) == []
     finally:
         client.close()
         server.stop()
@@ -135,10 +156,11 @@ def test_ten_concurrent_10_mib_uploads_raise_peak_memory_by_less_than_50_mb(tmp_
 
 def test_a_sweep_in_another_process_never_removes_a_file_an_upload_still_writes(tmp_path):
     db_path = tmp_path / "studio.db"
-    server = start_server(db_path, "--demo")
+    folder = Path(str(db_path) + ".files")  # named, so on PostgreSQL too the bytes are files
+    server = start_server(db_path, "--demo", STUDIO_FILES=str(folder))
     invoice, actor_id = draft_of_ada(db_path)
     client = sign_in(server.url)
-    store = FileStore(Path(str(db_path) + ".files"))
+    store = FileStore(folder)
     content = pdf_of(300_000, 3)
     release = threading.Event()
     outcome: list[object] = []

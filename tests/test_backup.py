@@ -5,14 +5,20 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import httpx
 
 from studio.auth import SESSION_COOKIE
+from tests import backends
 from tests.conftest import (
     ADA,
     BEN,
@@ -29,10 +35,23 @@ from tests.test_attachments import png
 CLIENTS = 8
 
 
-def test_a_backup_under_load_restores_every_write_acknowledged_before_it(tmp_path):
-    live = tmp_path / "live" / "studio.db"
-    live.parent.mkdir()
-    # No STUDIO_SECRET_KEY: the key is generated into studio.db.secret, which the backup takes.
+@dataclass
+class UnderLoad:
+    """What the clients were told before the backup began, and what the backup answered."""
+
+    copied: subprocess.CompletedProcess[str]
+    cookies: dict[str, str]
+    receipt: dict[str, Any]
+    before: list[tuple[str, str]]  # (email, lease id) acknowledged before the backup began
+    numbered: list[tuple[str, str]]  # (invoice id, number) acknowledged before it
+    acknowledged: int  # leases acknowledged in all, before, during and after it
+    statuses: set[int]
+
+
+def back_up_under_load(live: Path, take_backup: Callable[[], subprocess.CompletedProcess[str]]
+                       ) -> UnderLoad:
+    """`studio serve` on `live` (no STUDIO_SECRET_KEY: the key is generated) while 8 clients
+    submit requests and issue invoices; `take_backup` runs while they do."""
     server = start_server(live, "--demo", STUDIO_SECRET_KEY="")
     stop = threading.Event()
     acknowledged: list[tuple[float, str, str]] = []  # (when, email, lease id)
@@ -91,8 +110,7 @@ def test_a_backup_under_load_restores_every_write_acknowledged_before_it(tmp_pat
                         if when < began]
             previous = os.umask(0o022)  # a typical host: new files world-readable unless asked
             try:
-                copied = studio_command(live, "backup", str(tmp_path / "backup"), timeout=120,
-                                        STUDIO_SECRET_KEY="")
+                copied = take_backup()
             finally:
                 os.umask(previous)
             count_at_end = len(acknowledged)
@@ -106,11 +124,23 @@ def test_a_backup_under_load_restores_every_write_acknowledged_before_it(tmp_pat
     finally:
         stop.set()
         server.stop()
+    return UnderLoad(copied, cookies, receipt.json(), before, numbered, len(acknowledged),
+                     set(statuses))
+
+
+@backends.sqlite_only
+def test_a_backup_under_load_restores_every_write_acknowledged_before_it(tmp_path):
+    live = tmp_path / "live" / "studio.db"
+    live.parent.mkdir()
+    load = back_up_under_load(live, lambda: studio_command(
+        live, "backup", str(tmp_path / "backup"), timeout=120, STUDIO_SECRET_KEY=""))
+    copied, statuses, numbered, before = load.copied, load.statuses, load.numbered, load.before
+    cookies, receipt = load.cookies, load.receipt
 
     assert copied.returncode == 0, copied.stdout + copied.stderr
     assert "integrity: ok" in copied.stdout and "files: ok" in copied.stdout
     assert "key file:" in copied.stdout
-    assert set(statuses) == {201}, sorted(set(statuses))
+    assert statuses == {201}, sorted(statuses)
     assert numbered, "invoices were issued before the backup began"
     backup = tmp_path / "backup"
     assert sorted(p.name for p in backup.iterdir()) == [
@@ -133,7 +163,7 @@ def test_a_backup_under_load_restores_every_write_acknowledged_before_it(tmp_pat
     for invoice, number in numbered:  # every acknowledged number, as it was answered
         assert rows(restored_db, "SELECT number FROM invoices WHERE id = ?",
                     invoice)[0][0] == number
-    assert len(kept) < len(acknowledged)  # the copy is one moment, not the end of the load
+    assert len(kept) < load.acknowledged  # the copy is one moment, not the end of the load
     server = start_server(restored_db, STUDIO_SECRET_KEY="")
     try:
         # The old cookies still sign in: the sessions and the key file came along.
@@ -143,7 +173,7 @@ def test_a_backup_under_load_restores_every_write_acknowledged_before_it(tmp_pat
                                       headers={"Accept": "application/json"})) as client:
                 assert client.get("/invoices").status_code == 200
                 if email == ADA:  # the receipt's bytes came along with its row
-                    served = client.get(f"/attachments/{receipt.json()['attachment_id']}")
+                    served = client.get(f"/attachments/{receipt['attachment_id']}")
                     assert served.status_code == 200 and served.content == png(3)
                 for owner, lease_id in before:
                     if owner == email:

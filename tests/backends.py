@@ -78,6 +78,14 @@ def database_url(path: Path) -> str | None:
     return _urls[path]
 
 
+def drop(path: Path) -> None:
+    """Remove the PostgreSQL database `path` stands for, once nothing uses it any more."""
+    url = _urls.pop(path, None)
+    if url is not None:
+        with _admin() as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {url.rsplit('/', 1)[1]} WITH (FORCE)")
+
+
 def connect(path: Path) -> Any:
     """A connection to the database `path` names, speaking the units' SQL."""
     url = database_url(path)
@@ -88,6 +96,54 @@ def connect(path: Path) -> Any:
     from studio.postgres import connect as pg_connect
 
     return pg_connect(url)
+
+
+def settings(path: Path, **changes: Any) -> Any:
+    """The studio's settings for the database `path` names, on either backend."""
+    from studio.config import Settings
+
+    return Settings(db_path=path, database_url=database_url(path) or "", **changes)
+
+
+class ChangeWatch:
+    """Tells whether anything was committed to the database since the last look, as a second
+    process would see it. SQLite counts commits in `PRAGMA data_version`. PostgreSQL has no
+    such counter; every committed insert or update gives a row version of a new transaction
+    (`xmin`) and every committed delete lowers a count, so each table's (row count, newest
+    xmin) moves with every commit that changed it, and with nothing else: not with reads,
+    and not with a write that rolled back."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = connect(path)
+
+    def version(self) -> Any:
+        if isinstance(self.db, sqlite3.Connection):
+            return self.db.execute("PRAGMA data_version").fetchone()[0]
+        query = " UNION ALL ".join(
+            f"SELECT '{name}', COUNT(*), MAX(xmin::text::bigint) FROM {name}"
+            for name in tables(self.db))
+        return self.db.execute(query).fetchall()
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def trace(db: Any, seen: Any) -> None:
+    """Call `seen(sql)` with every statement the connection is given, BEGIN included."""
+    if isinstance(db, sqlite3.Connection):
+        db.set_trace_callback(seen)
+        return
+    execute, executemany = db.execute, db.executemany
+
+    def traced_execute(sql: str, *args: Any) -> Any:
+        seen(sql)
+        return execute(sql, *args)
+
+    def traced_executemany(sql: str, *args: Any) -> Any:
+        seen(sql)
+        return executemany(sql, *args)
+
+    db.execute, db.executemany = traced_execute, traced_executemany
 
 
 def tables(db: Any) -> list[str]:
@@ -101,3 +157,5 @@ def tables(db: Any) -> list[str]:
 
 sqlite_only = pytest.mark.skipif(
     ON_POSTGRES, reason="about the SQLite file itself; PostgreSQL has its own test")
+postgres_only = pytest.mark.skipif(
+    not ON_POSTGRES, reason="about PostgreSQL itself; SQLite has its own test")

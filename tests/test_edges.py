@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from studio.config import Settings, signing_key
-from tests.conftest import ADA, ROOT, scalar, sign_in, start_server, studio_env
+from tests import backends
+from tests.conftest import ADA, ROOT, rows, scalar, sign_in, start_server, studio_env
 
 pytestmark = pytest.mark.anyio
 
@@ -88,6 +89,7 @@ def test_a_slow_download_is_not_cut_off_by_the_body_timeout(tmp_path):
     assert "Traceback" not in server.log()
 
 
+@backends.sqlite_only
 def test_database_wal_and_key_are_owner_only_after_start_and_a_write(tmp_path):
     db_path = tmp_path / "studio.db"
     previous = os.umask(0o022)  # a typical host: new files world-readable unless asked
@@ -106,6 +108,22 @@ def test_database_wal_and_key_are_owner_only_after_start_and_a_write(tmp_path):
     assert scalar(db_path, "SELECT COUNT(*) FROM sessions") == 1
 
 
+@backends.postgres_only
+def test_on_postgresql_the_generated_key_is_kept_in_the_database_and_no_secret_on_disk(
+        tmp_path):
+    db_path = tmp_path / "studio.db"
+    server = start_server(db_path, "--demo", STUDIO_SECRET_KEY="")
+    try:
+        sign_in(server.url).close()
+    finally:
+        server.stop()
+    assert [file.name for file in tmp_path.iterdir()] == [server.log_path.name]
+    [(key,)] = rows(db_path, "SELECT key FROM signing_keys")
+    assert len(key) >= 60 and key not in server.log()
+    assert scalar(db_path, "SELECT COUNT(*) FROM sessions") == 1
+
+
+@backends.sqlite_only
 def test_an_existing_world_readable_database_is_tightened(tmp_path):
     from studio.db import prepare
 
@@ -117,6 +135,7 @@ def test_an_existing_world_readable_database_is_tightened(tmp_path):
     assert scalar(db_path, "SELECT COUNT(*) FROM actors") == 0
 
 
+@backends.sqlite_only
 def test_a_readable_key_file_stops_the_start_saying_how_to_fix_it(tmp_path):
     db_path = tmp_path / "studio.db"
     key = tmp_path / "studio.db.secret"

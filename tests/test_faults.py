@@ -4,7 +4,6 @@ worker on one file under load. `STUDIO_SOAK=1 pytest -m soak` runs 200 crash cyc
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -16,9 +15,10 @@ import pytest
 from studio import intents
 from studio.auth import Actor
 from studio.config import Settings
-from studio.db import in_transaction, prepare
+from studio.db import in_transaction, prepare_database
 from studio.demo import seed_demo
 from studio.providers import Providers
+from tests import backends
 from tests.conftest import (
     lease_body,
     rows,
@@ -43,7 +43,8 @@ def ada_invoices(db_path: Path) -> list[str]:
 def assert_no_partial_tree_and_no_dangling_binding(db_path: Path) -> None:
     partial = rows(db_path, "SELECT leases.id, leases.task_count, COUNT(tasks.id) AS made"
                             " FROM leases LEFT JOIN tasks ON tasks.lease_id = leases.id"
-                            " GROUP BY leases.id HAVING made != leases.task_count")
+                            " GROUP BY leases.id, leases.task_count"
+                            " HAVING COUNT(tasks.id) != leases.task_count")
     assert partial == [], [dict(r) for r in partial]
     dangling = scalar(db_path, "SELECT COUNT(*) FROM request_bindings"
                                " WHERE kind = 'lease' AND target_id NOT IN (SELECT id FROM leases)")
@@ -150,10 +151,9 @@ def crash_cycles(db_path: Path, cycles: int, *serve_args: str) -> None:
 
 
 def seeded_lease(db_path: Path, invoices: int, candidates: int) -> str:
-    """Ada's lease, written straight to the file so no embedded worker touches it first."""
-    prepare(db_path)
-    db = sqlite3.connect(db_path, isolation_level=None)
-    db.row_factory = sqlite3.Row
+    """Ada's lease, written straight to the database so no embedded worker touches it first."""
+    prepare_database(Settings(db_path=db_path, database_url=backends.database_url(db_path) or ""))
+    db = backends.connect(db_path)
     try:
         in_transaction(db, seed_demo)
         ada = db.execute("SELECT id, email FROM actors WHERE email = 'ada@example.com'"
@@ -201,7 +201,8 @@ def test_kill_9_of_a_worker_mid_generation_the_other_finishes_one_proposal_each(
                 process.wait(10)
     per_task = rows(db_path, "SELECT tasks.id, tasks.status, tasks.attempts, COUNT(proposals.id)"
                              " AS proposals FROM tasks LEFT JOIN proposals ON"
-                             " proposals.task_id = tasks.id GROUP BY tasks.id")
+                             " proposals.task_id = tasks.id"
+                             " GROUP BY tasks.id, tasks.status, tasks.attempts")
     assert len(per_task) == 6
     assert all(row["status"] == "done" and row["proposals"] == 1 for row in per_task)
     assert sorted(row["attempts"] for row in per_task) == [1, 1, 1, 2, 2, 2]
@@ -268,7 +269,7 @@ def test_two_servers_and_a_worker_under_load_never_show_database_locked(tmp_path
     assert scalar(db_path, "SELECT COUNT(*) FROM leases") == rounds + rounds * per_round
     assert_no_partial_tree_and_no_dangling_binding(db_path)
     twice = scalar(db_path, "SELECT COUNT(*) FROM (SELECT task_id FROM proposals"
-                            " GROUP BY task_id HAVING COUNT(*) > 1)")
+                            " GROUP BY task_id HAVING COUNT(*) > 1) AS twice")
     assert twice == 0
 
 

@@ -1,6 +1,7 @@
 """Frozen means frozen: no SQL statement changes or removes an issued invoice or its
 attachments, whatever its conflict clause, on a studio connection or a bare one (the sqlite3
-command line, which knows nothing of the studio's pragmas)."""
+command line, which knows nothing of the studio's pragmas). On PostgreSQL, the same through
+its own statements (upserts, TRUNCATE), on a studio connection or a bare psycopg one."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from studio import invoices
 from studio.db import connect, in_transaction
+from tests import backends
 from tests.conftest import database_digest
 
 
@@ -129,6 +132,7 @@ def connection(request: pytest.FixtureRequest, books: Books) -> Iterator[sqlite3
     db.close()
 
 
+@backends.sqlite_only
 @pytest.mark.parametrize("name", list(STATEMENTS))
 def test_no_statement_changes_or_removes_an_issued_invoice_or_its_attachments(
         books: Books, connection: sqlite3.Connection, name: str) -> None:
@@ -139,6 +143,7 @@ def test_no_statement_changes_or_removes_an_issued_invoice_or_its_attachments(
     assert database_digest(books.path) == before
 
 
+@backends.sqlite_only
 def test_every_studio_connection_fires_delete_triggers_on_replace(books: Books) -> None:
     db = connect(books.path)
     try:
@@ -147,6 +152,7 @@ def test_every_studio_connection_fires_delete_triggers_on_replace(books: Books) 
         db.close()
 
 
+@backends.sqlite_only
 @pytest.mark.parametrize("kind", list(CONNECTIONS))
 def test_drafts_and_their_attachments_still_move_freely(books: Books, kind: str) -> None:
     """The guards look at issued rows only: a draft's attachment may go to another draft, and
@@ -161,5 +167,117 @@ def test_drafts_and_their_attachments_still_move_freely(books: Books, kind: str)
                           (books.draft_attachment,)).fetchone()[0] == "another-draft"
         assert db.execute("SELECT customer FROM invoices WHERE id = ?",
                           (books.draft,)).fetchone()[0] == "Replaced"
+    finally:
+        db.close()
+
+
+# --- PostgreSQL --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def pg_books(settings: Any) -> Books:
+    """The same books in a copy of the demo database on PostgreSQL."""
+    db = backends.connect(settings.db_path)
+    try:
+        def make(db: Any) -> Books:
+            owner = db.execute("SELECT id FROM actors ORDER BY email LIMIT 1").fetchone()[0]
+            to_issue, draft = (invoices.create_draft(db, owner, invoices.parse_draft(DRAFT),
+                                                     None)[0]["id"] for _ in range(2))
+            frozen_attachment = _attach(db, owner, to_issue)
+            draft_attachment = _attach(db, owner, draft)
+            invoices.issue(db, owner, to_issue, "frozen-statements", 1)
+            return Books(settings.db_path, to_issue, draft, frozen_attachment, draft_attachment)
+
+        return in_transaction(db, make)
+    finally:
+        db.close()
+
+
+def bare_postgresql(path: Path) -> Any:
+    """As psql opens a database: a plain psycopg connection, each statement its own commit."""
+    import psycopg
+
+    return psycopg.connect(backends.database_url(path), autocommit=True)
+
+
+PG_CONNECTIONS = {"studio": backends.connect, "bare": bare_postgresql}
+
+# Each refused with the freeze's own words, or by a UNIQUE key where PostgreSQL has no way
+# to push the issued row out of the place (no REPLACE): either way, nothing changes.
+FROZEN, UNIQUE = "invoice_frozen", "unique constraint"
+PG_STATEMENTS = {
+    "update of the total": (FROZEN, "UPDATE invoices SET total = '1.00' WHERE id = '{issued}'"),
+    "upsert over the issued id": (FROZEN, copy_of("{issued}", "INSERT") + (
+        " ON CONFLICT (id) DO UPDATE SET total = '1.00'")),
+    "upsert of the summary with the rest": (FROZEN, copy_of("{issued}", "INSERT") + (
+        " ON CONFLICT (id) DO UPDATE SET summary = 'x', customer = 'Someone else'")),
+    "a draft moved onto the issued id": (
+        UNIQUE, "UPDATE invoices SET id = '{issued}' WHERE id = '{draft}'"),
+    "a draft given the issued number": (
+        UNIQUE, "UPDATE invoices SET status = 'issued', number = (SELECT number FROM invoices"
+        " WHERE id = '{issued}') WHERE id = '{draft}'"),
+    "a draft given the issued place in its series": (
+        UNIQUE, "UPDATE invoices SET (series_year, sequence) = (SELECT series_year, sequence"
+        " FROM invoices WHERE id = '{issued}') WHERE id = '{draft}'"),
+    "delete": (FROZEN, "DELETE FROM invoices WHERE id = '{issued}'"),
+    "delete of every invoice": (FROZEN, "DELETE FROM invoices"),
+    "truncate of the invoices": (FROZEN, "TRUNCATE invoices CASCADE"),
+    "truncate of the attachments": (FROZEN, "TRUNCATE attachments"),
+    "an attachment moved onto the issued invoice": (
+        FROZEN, "UPDATE attachments SET invoice_id = '{issued}' WHERE id = '{draft_attachment}'"),
+    "an attachment moved off the issued invoice": (
+        FROZEN, "UPDATE attachments SET invoice_id = '{draft}' WHERE id = '{issued_attachment}'"),
+    "an attachment added to the issued invoice": (
+        FROZEN, "INSERT INTO attachments (id, owner_id, invoice_id, filename, content_type, size,"
+        " sha256, created_at) SELECT 'new-file', owner_id, '{issued}', 'x.pdf',"
+        " 'application/pdf', 1, sha256, 0 FROM attachments WHERE id = '{draft_attachment}'"),
+    "upsert over the frozen attachment": (
+        FROZEN, "INSERT INTO attachments (id, owner_id, invoice_id, filename, content_type,"
+        " size, sha256, created_at) SELECT id, owner_id, '{draft}', filename, content_type,"
+        " size, sha256, created_at FROM attachments WHERE id = '{issued_attachment}'"
+        " ON CONFLICT (id) DO UPDATE SET invoice_id = EXCLUDED.invoice_id"),
+    "an attachment given the frozen one's id": (
+        UNIQUE, "UPDATE attachments SET id = '{issued_attachment}'"
+        " WHERE id = '{draft_attachment}'"),
+    "a frozen attachment deleted": (
+        FROZEN, "DELETE FROM attachments WHERE id = '{issued_attachment}'"),
+}
+
+
+@backends.postgres_only
+@pytest.mark.parametrize("kind", list(PG_CONNECTIONS))
+@pytest.mark.parametrize("name", list(PG_STATEMENTS))
+def test_on_postgresql_no_statement_changes_or_removes_an_issued_invoice_or_its_attachments(
+        pg_books: Books, kind: str, name: str) -> None:
+    import psycopg
+
+    reason, statement = PG_STATEMENTS[name]
+    before = database_digest(pg_books.path)
+    db = PG_CONNECTIONS[kind](pg_books.path)
+    try:
+        with pytest.raises((sqlite3.IntegrityError, psycopg.errors.IntegrityError),
+                           match=reason):
+            db.execute(statement.format(**vars(pg_books)))
+    finally:
+        db.close()
+    assert database_digest(pg_books.path) == before
+
+
+@backends.postgres_only
+@pytest.mark.parametrize("kind", list(PG_CONNECTIONS))
+def test_on_postgresql_drafts_and_their_attachments_still_move_freely(pg_books: Books,
+                                                                      kind: str) -> None:
+    db = PG_CONNECTIONS[kind](pg_books.path)
+    try:
+        db.execute(copy_of(pg_books.draft, "INSERT", id="'another-draft'"))
+        db.execute(f"UPDATE attachments SET invoice_id = 'another-draft'"
+                   f" WHERE id = '{pg_books.draft_attachment}'")
+        db.execute(copy_of(pg_books.draft, "INSERT")
+                   + " ON CONFLICT (id) DO UPDATE SET customer = 'Replaced'")
+        assert db.execute(f"SELECT invoice_id FROM attachments"
+                          f" WHERE id = '{pg_books.draft_attachment}'"
+                          ).fetchone()[0] == "another-draft"
+        assert db.execute(f"SELECT customer FROM invoices WHERE id = '{pg_books.draft}'"
+                          ).fetchone()[0] == "Replaced"
     finally:
         db.close()

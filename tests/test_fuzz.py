@@ -2,14 +2,13 @@
 request changes nothing.
 
 Hypothesis generates the requests (derandomized, so every run sends the same ones); they are
-sent in one loop to one in-process studio, and `PRAGMA data_version` read on a second
-connection shows whether anything committed while each request ran.
+sent in one loop to one in-process studio, and a second connection shows whether anything
+committed while each request ran (`backends.ChangeWatch`).
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from studio.demo import DEMO_PASSWORD
+from tests import backends
 from tests.conftest import ADA, BEN, lease_body, running
 
 pytestmark = pytest.mark.anyio
@@ -194,10 +194,8 @@ def as_form(body: dict[str, Any]) -> dict[str, Any]:
 
 async def test_ten_thousand_generated_requests_never_500_and_refusals_change_nothing(
         tmp_path):
-    from studio.config import Settings
-
-    settings_ = Settings(db_path=tmp_path / "studio.db", secret_key="test-secret", demo=True,
-                         embedded_worker=False, sweeper=False, lease_seconds=3600)
+    settings_ = backends.settings(tmp_path / "studio.db", secret_key="test-secret", demo=True,
+                                  embedded_worker=False, sweeper=False, lease_seconds=3600)
     generated = generate()
     assert len(generated) >= 10_000
     async with running(settings_) as studio:
@@ -230,7 +228,7 @@ async def test_ten_thousand_generated_requests_never_500_and_refusals_change_not
         clients = {"ada": ada, "anonymous": studio.client(),
                    "forged": studio.client()}
         clients["forged"].cookies.set("studio_session", "forged.cookie.value")
-        watcher = sqlite3.connect(settings_.db_path)
+        watcher = backends.ChangeWatch(settings_.db_path)
         counts: dict[int, int] = {}
         try:
             for case in generated:
@@ -243,18 +241,18 @@ async def test_ten_thousand_generated_requests_never_500_and_refusals_change_not
                     kwargs["data"] = json.loads(resolve(json.dumps(as_form(case.body))))
                 elif case.body_kind == "raw":
                     kwargs["content"] = case.body
-                before = watcher.execute("PRAGMA data_version").fetchone()[0]
+                before = watcher.version()
                 path = quote(resolve(case.path), safe="/?=&")
                 # A refused sign-in is counted, and a first PDF download keeps its bytes:
                 # those two may write their own table, and nothing else.
                 kept = path.startswith("/login") or ".pdf" in path
-                rest_before = rows_outside(watcher, BOOKKEEPING) if kept else None
+                rest_before = rows_outside(watcher.db, BOOKKEEPING) if kept else None
                 reply = await client.request(case.method, path, **kwargs)
-                changed = watcher.execute("PRAGMA data_version").fetchone()[0] != before
+                changed = watcher.version() != before
                 counts[reply.status_code] = counts.get(reply.status_code, 0) + 1
                 assert reply.status_code < 500, (case, reply.text)
                 if kept:
-                    assert rows_outside(watcher, BOOKKEEPING) == rest_before or (
+                    assert rows_outside(watcher.db, BOOKKEEPING) == rest_before or (
                         reply.status_code < 400 and case.method != "GET"), case
                 elif reply.status_code >= 400 or case.method == "GET":
                     assert not changed, (case, reply.status_code, reply.text)
@@ -268,10 +266,9 @@ async def test_ten_thousand_generated_requests_never_500_and_refusals_change_not
         assert lease["status"] == "open"
 
 
-def rows_outside(db: sqlite3.Connection, skipped: tuple[str, ...]) -> list[Any]:
+def rows_outside(db: Any, skipped: tuple[str, ...]) -> list[Any]:
     """Every row of every table but the skipped ones."""
-    tables = [name for (name,) in db.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
-        if name not in skipped]
-    return [(table, db.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall())
+    tables = [name for name in backends.tables(db) if name not in skipped]
+    return [(table, sorted(map(tuple, db.execute(f"SELECT * FROM {table}").fetchall()),
+                           key=repr))
             for table in tables]

@@ -6,6 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
+from tests import backends
 from tests.conftest import ADA, database_digest, rows, scalar, studio_command
 
 CSV = """external_id,customer,currency,due_date,description,quantity,unit_price,tax_rate
@@ -174,9 +175,9 @@ def test_the_write_transaction_only_writes_rows_checked_before_it(settings, tmp_
                                                                    monkeypatch):
     """Every check and every normalisation runs before BEGIN; inside it, only inserts."""
     from studio import imports, invoices, money
-    from studio.db import connect
+    from studio.db import connect_to
 
-    db = connect(settings.db_path)
+    db = connect_to(settings)
     checked_inside: list[str] = []
     for module, name in ((invoices, "parse_draft"), (money, "parse_line")):
         original = getattr(module, name)
@@ -188,7 +189,7 @@ def test_the_write_transaction_only_writes_rows_checked_before_it(settings, tmp_
 
         monkeypatch.setattr(module, name, watched)
     statements: list[str] = []
-    db.set_trace_callback(statements.append)
+    backends.trace(db, statements.append)
     source = tmp_path / "drafts.csv"
     source.write_text(HEADER + "\n" + "".join(
         f"W-{n},Co {n},EUR,2027-01-31,Tea,{n + 1},1.50,19\n" for n in range(300)))

@@ -5,7 +5,6 @@ and a replayed issue always answering the number it gave first."""
 from __future__ import annotations
 
 import os
-import sqlite3
 import tempfile
 from decimal import Decimal
 from pathlib import Path
@@ -15,8 +14,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from studio import audit, invoices, profiles
-from studio.db import in_transaction, prepare
+from studio.db import connect_to, in_transaction
 from studio.errors import Refusal
+from tests import backends
 
 OWNER = "actor-1"
 amounts = st.decimals(min_value=Decimal("0.01"), max_value=Decimal("500"), places=2)
@@ -32,10 +32,8 @@ class Invoicing(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.folder = tempfile.TemporaryDirectory()
-        path = Path(self.folder.name) / "studio.db"
-        prepare(path)
-        self.db = sqlite3.connect(path, isolation_level=None)
-        self.db.row_factory = sqlite3.Row
+        self.path = Path(self.folder.name) / "studio.db"
+        self.db = connect_to(backends.settings(self.path))
         self.now = 1_790_000_000.0
         in_transaction(self.db, lambda db: db.execute(
             "INSERT INTO actors (id, email, password_hash, created_at) VALUES (?, ?, 'x', 0)",
@@ -49,6 +47,7 @@ class Invoicing(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         self.db.close()
+        backends.drop(self.path)
         self.folder.cleanup()
 
     def call(self, unit, *args):  # type: ignore[no-untyped-def]

@@ -16,9 +16,10 @@ import pypdf
 import pytest
 
 from studio import invoices, money, profiles
-from studio.audit import audit_file
+from studio.audit import audit_database, audit_file
 from studio.auth import add_actor
-from studio.db import MIGRATIONS, in_transaction, prepare
+from studio.db import MIGRATIONS, dialect_of, in_transaction, prepare, prepare_database
+from tests import backends
 from tests.conftest import (
     ADA,
     BEN,
@@ -206,14 +207,13 @@ async def test_issuing_has_three_outcomes_new_replay_and_conflict(studio) -> Non
     assert (stored["status"], stored["number"], stored["sequence"]) == ("issued", number,
                                                                         last + 1)
     assert json.loads(stored["seller"])["name"] == "Ada Lovelace Design"
-    assert audit_file(studio.settings.db_path) == []
+    assert audit_database(studio.settings) == []
 
 
 def test_each_year_numbers_from_one_in_its_own_series(tmp_path) -> None:
     path = tmp_path / "studio.db"
-    prepare(path)
-    db = sqlite3.connect(path, isolation_level=None)
-    db.row_factory = sqlite3.Row
+    prepare_database(backends.settings(path))
+    db = backends.connect(path)
     new_year = 1798761600.0  # 2027-01-01T00:00:00Z
 
     def seed(db: sqlite3.Connection) -> tuple[str, list[str]]:
@@ -231,7 +231,7 @@ def test_each_year_numbers_from_one_in_its_own_series(tmp_path) -> None:
     assert [tuple(row) for row in db.execute(
         "SELECT year, last FROM invoice_series ORDER BY year")] == [(2026, 2), (2027, 2)]
     db.close()
-    assert audit_file(path) == []
+    assert audit_database(backends.settings(path)) == []
 
 
 async def test_issuing_an_issued_invoice_is_409_naming_its_number(studio) -> None:
@@ -347,7 +347,7 @@ async def test_credit_notes_issue_in_their_own_series_and_never_exceed_the_invoi
     pdf = await client.get(f"/invoices/{note['id']}.pdf")
     text = pypdf.PdfReader(io.BytesIO(pdf.content)).pages[0].extract_text()
     assert issued.json()["number"] in text and invoice_number in text and "23.79" in text
-    assert audit_file(studio.settings.db_path) == []
+    assert audit_database(studio.settings) == []
 
 
 # --- documents -------------------------------------------------------------------------------
@@ -418,6 +418,7 @@ def database_before_part_two(path: Path, number: str, total: str, quantity: int)
     old.close()
 
 
+@backends.sqlite_only
 def test_invoices_made_before_part_two_keep_their_numbers_and_count_as_issued(tmp_path) -> None:
     path = tmp_path / "old.db"
     database_before_part_two(path, "OLD-7", "30.00", 3)
@@ -432,6 +433,7 @@ def test_invoices_made_before_part_two_keep_their_numbers_and_count_as_issued(tm
         execute(path, "UPDATE invoices SET total = '1' WHERE id = 'i1'")
 
 
+@backends.sqlite_only
 def test_an_old_number_that_reads_like_a_series_is_continued_never_repeated(tmp_path) -> None:
     path = tmp_path / "old.db"
     year = time.gmtime().tm_year
@@ -464,10 +466,10 @@ async def test_studio_audit_finds_a_gap_a_changed_invoice_and_an_excess_credit(s
     assert (await issue(client, note)).status_code == 201  # a whole credit: within its total
     assert run_audit(db_path).returncode == 0
 
-    def tamper(db: sqlite3.Connection) -> None:
+    def tamper(db: Any) -> None:
         # Only someone going around the studio, triggers and all, could do this.
-        db.execute("DROP TRIGGER issued_invoice_is_frozen")
-        db.execute("DROP TRIGGER issued_invoice_is_kept")
+        for statement in FREEZE_DROPPED[dialect_of(db).name]:
+            db.execute(statement)
         db.execute("DELETE FROM invoices WHERE id = ?", (made[1]["id"],))
         db.execute("UPDATE invoices SET total = '1.00' WHERE id = ?", (made[2]["id"],))
 
@@ -477,14 +479,21 @@ async def test_studio_audit_finds_a_gap_a_changed_invoice_and_an_excess_credit(s
     assert "not gapless" in result.stdout and "frozen SHA-256" in result.stdout
     # The credit note of 71.36 now exceeds the 1.00 its invoice was changed to.
     assert "more than its total 1.00" in result.stdout
-    found = audit_file(db_path)
+    found = audit_database(studio.settings)
     assert len(found) >= 3, found
 
 
-def test_seeded_demo_passes_the_audit(seeded_template) -> None:
-    assert audit_file(seeded_template) == []
-    db = sqlite3.connect(seeded_template, isolation_level=None)
-    db.row_factory = sqlite3.Row
+# The triggers that freeze issued invoices, dropped as someone with the database's own tools
+# could: SQLite names a trigger per table, PostgreSQL one trigger for update and delete.
+FREEZE_DROPPED = {
+    "sqlite": ["DROP TRIGGER issued_invoice_is_frozen", "DROP TRIGGER issued_invoice_is_kept"],
+    "postgresql": ["DROP TRIGGER issued_invoice_is_frozen ON invoices"],
+}
+
+
+def test_seeded_demo_passes_the_audit(settings) -> None:
+    assert audit_database(settings) == []
+    db = backends.connect(settings.db_path)
     try:
         assert in_transaction(db, lambda c: c.execute(
             "SELECT COUNT(*) FROM invoices WHERE status = 'draft'").fetchone()[0]) == 2

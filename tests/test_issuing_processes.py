@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from studio import profiles
 from studio.auth import add_actor
-from studio.db import in_transaction, prepare
+from studio.db import connect_to, in_transaction
+from tests import backends
 from tests.conftest import rows, start_server, studio_command
 
 CAROL = "carol@example.com"
@@ -25,11 +26,9 @@ DRAFT = {"customer": "Acme Ltd", "currency": "EUR", "due_date": "2027-01-31",
 
 def with_carol(db_path: Path) -> None:
     """A fresh actor with a seller profile and no invoices: her series starts at 1."""
-    prepare(db_path)
-    db = sqlite3.connect(db_path, isolation_level=None)
-    db.row_factory = sqlite3.Row
+    db = connect_to(backends.settings(db_path))
     try:
-        def add(db: sqlite3.Connection) -> None:
+        def add(db: Any) -> None:
             profiles.save(db, add_actor(db, CAROL, PASSWORD), {
                 "name": "Carol Co", "address": "1 Road", "vat_id": ""})
         in_transaction(db, add)

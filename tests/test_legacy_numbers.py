@@ -16,8 +16,9 @@ import pytest
 
 from studio import db as store
 from studio import invoices, profiles
-from studio.audit import audit_file
+from studio.audit import audit_database, audit_file
 from studio.db import MIGRATIONS, in_transaction, prepare
+from tests import backends
 from tests.conftest import ADA, database_digest, execute, rows, scalar
 
 pytestmark = pytest.mark.anyio
@@ -64,6 +65,7 @@ def issue_new(path: Path, kind: str = "invoice") -> str:
         db.close()
 
 
+@backends.sqlite_only
 def test_a_credit_note_series_numbered_before_part_two_is_continued(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     database_before_part_two(path, f"CN-{YEAR}-0001")
@@ -73,6 +75,7 @@ def test_a_credit_note_series_numbered_before_part_two_is_continued(tmp_path: Pa
     assert audit_file(path) == []
 
 
+@backends.sqlite_only
 def test_old_numbers_compare_as_the_series_reads_them(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     database_before_part_two(path, f"inv-{YEAR}-0001", f"INV-{YEAR}-0002 ", f" cn-{YEAR}-3",
@@ -83,6 +86,7 @@ def test_old_numbers_compare_as_the_series_reads_them(tmp_path: Path) -> None:
     assert audit_file(path) == []
 
 
+@backends.sqlite_only
 def test_a_database_migrated_by_an_earlier_studio_is_repaired(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch
                                                               ) -> None:
@@ -107,6 +111,7 @@ def test_a_database_migrated_by_an_earlier_studio_is_repaired(tmp_path: Path,
     assert issue_new(path) == f"INV-{YEAR}-0006"  # the credit note's invoice took 0005
 
 
+@backends.sqlite_only
 def test_a_series_the_studio_numbered_already_jumps_past_an_old_number(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "old.db"
@@ -134,11 +139,10 @@ def test_a_series_the_studio_numbered_already_jumps_past_an_old_number(
 
 def legacy_invoice(db_path: Path, lines: list[dict[str, Any]], currency: str = "EUR") -> str:
     """An invoice of Ada's numbered before part two, written as the migration leaves one."""
-    db = sqlite3.connect(db_path, isolation_level=None)
-    db.row_factory = sqlite3.Row
+    db = backends.connect(db_path)
     invoice_id = str(uuid.uuid4())
     try:
-        def write(db: sqlite3.Connection) -> None:
+        def write(db: Any) -> None:
             owner = db.execute("SELECT id FROM actors WHERE email = ?", (ADA,)).fetchone()[0]
             row = invoices.sealed_legacy(db, {
                 "id": invoice_id, "owner_id": owner, "number": "OLD-42", "customer": "Old",
@@ -181,7 +185,7 @@ async def test_an_old_line_with_a_negative_price_or_no_description_reads_as_stor
     assert "Discount" in pypdf.PdfReader(io.BytesIO(pdf.content)).pages[0].extract_text()
     review = await client.get(f"/review?purpose=summarize_invoice&invoice_id={invoice_id}")
     assert review.status_code == 200, review.text
-    assert audit_file(studio.settings.db_path) == []
+    assert audit_database(studio.settings) == []
 
 
 async def test_old_lines_whose_amounts_are_not_numbers_still_read(studio) -> None:

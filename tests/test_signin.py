@@ -17,7 +17,7 @@ import pytest
 
 from studio import auth, throttle
 from studio.auth import SESSION_COOKIE
-from studio.db import Database
+from studio.db import open_database
 from studio.demo import DEMO_PASSWORD
 from studio.errors import Refusal
 from studio.throttle import Limits
@@ -244,8 +244,8 @@ async def test_the_owner_signs_in_from_an_address_that_signed_in_before_during_a
 async def test_two_processes_on_one_database_share_the_counts(settings, counted):
     """Two Sessions on one file, as two `--workers` processes have: one pair limit between
     them, however the attempts are split and however they overlap."""
-    first, second = (await Database(settings.db_path).open(),
-                     await Database(settings.db_path).open())
+    first, second = (await open_database(settings).open(),
+                     await open_database(settings).open())
     try:
         one, other = (auth.Sessions(db, "test-secret", limits=Limits(per_pair=5))
                       for db in (first, second))
@@ -276,7 +276,7 @@ async def test_two_processes_on_one_database_share_the_counts(settings, counted)
 async def test_a_pending_attempt_of_a_dead_process_ages_out_with_the_window(settings, counted):
     """An attempt recorded as pending by a process that died before its check ended counts as
     a failure for the window, then no more; the rows past the window are removed."""
-    db = await Database(settings.db_path).open()
+    db = await open_database(settings).open()
     try:
         window = 1.0
         sessions = auth.Sessions(db, "test-secret", limits=Limits(window_seconds=window,

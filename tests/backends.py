@@ -20,6 +20,7 @@ import pytest
 
 ON_POSTGRES = os.environ.get("STUDIO_TEST_DATABASE", "sqlite") == "postgresql"
 TEMPLATE = "studio_demo_template"
+SCHEMA_TEMPLATE = "studio_schema_template"
 
 # path -> its database URL, for the paths that stand for a PostgreSQL database
 _urls: dict[Path, str] = {}
@@ -60,6 +61,22 @@ def seeded_template() -> None:
         in_transaction(db, seed_demo)
     finally:
         db.close()
+
+
+def use_migrated(path: Path) -> str:
+    """`path` stands for a fresh database of the studio's schema and no rows, copied from one
+    migrated once per run."""
+    from studio.postgres import prepare
+
+    with _admin() as admin:
+        made = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                             (SCHEMA_TEMPLATE,)).fetchone()
+        if not made:
+            admin.execute(f"CREATE DATABASE {SCHEMA_TEMPLATE}")
+    if not made:
+        prepare(url_of(SCHEMA_TEMPLATE))
+    _urls[path] = create_database(SCHEMA_TEMPLATE)
+    return _urls[path]
 
 
 def use_seeded(path: Path) -> str:

@@ -19,7 +19,7 @@ async def test_a_poll_sees_a_commit_made_by_another_process(studio):
     assert (await client.get(f"/leases/{lease_id}")).json()["status"] == "proposed"
     assert (await client.get(f"/leases/{lease_id}", headers=FRAGMENT)).status_code == 200
 
-    # Another process (a plain sqlite3 connection) ends the lease behind the studio's back.
+    # Another process (a plain connection of its own) ends the lease behind the studio's back.
     execute(studio.settings.db_path, "UPDATE leases SET status = 'expired',"
             " ended_reason = 'deadline' WHERE id = ?", lease_id)
 

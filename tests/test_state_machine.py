@@ -2,7 +2,8 @@
 
 The real SQL units (`studio.intents.create_lease`, `studio.worker.claim_task`, and
 `record_proposal`, `fail_task`, `cancel`, `apply`, `end_session`, `expire_due` of
-`studio.leases`) run on one SQLite connection with a clock the test moves, so hypothesis
+`studio.leases`) run on one connection (SQLite, or PostgreSQL on that pass) with a clock the
+test moves, so hypothesis
 can order completions, cancel, apply, sign-out and the deadline in every way and shrink any
 counterexample to the few steps that matter.
 
@@ -27,9 +28,12 @@ this coverage cannot silently rot (run with `-s` to see the shares).
 from __future__ import annotations
 
 import sqlite3
+import tempfile
 import uuid
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
@@ -48,6 +52,7 @@ from studio.errors import Refusal
 from studio.intents import Intent, LeaseRequest, create_lease, plan_tasks
 from studio.leases import FINAL, LIVE
 from studio.worker import claim_task
+from tests import backends
 
 LEASE_SECONDS = 60.0
 CLAIM_SECONDS = 10.0
@@ -58,7 +63,12 @@ PURPOSE = "summarize_invoice"
 REACHED: Counter[str] = Counter()
 
 
-def fresh_database() -> sqlite3.Connection:
+def fresh_database(key: Path) -> Any:
+    """An empty database of the studio's schema: in memory on SQLite, a copy of a migrated
+    template on PostgreSQL (named by `key`)."""
+    if backends.ON_POSTGRES:
+        backends.use_migrated(key)
+        return backends.connect(key)
     db = sqlite3.connect(":memory:", isolation_level=None)
     db.row_factory = sqlite3.Row
     db.execute("PRAGMA foreign_keys = ON")
@@ -106,7 +116,8 @@ class LeaseMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.db = fresh_database()
+        self.key = Path(tempfile.gettempdir()) / f"lease-machine-{uuid.uuid4().hex}"
+        self.db = fresh_database(self.key)
         self.now = 1_000.0
         self.ada, self.ben = str(uuid.uuid4()), str(uuid.uuid4())
         self.turns: dict[str, int] = {}  # actor -> when a task of theirs was last claimed
@@ -146,6 +157,7 @@ class LeaseMachine(RuleBasedStateMachine):
         REACHED["examples"] += 1
         REACHED.update(self.reached)
         self.db.close()
+        backends.drop(self.key)
 
     # --- helpers ----------------------------------------------------------------------------
 
@@ -678,7 +690,7 @@ class LeaseMachine(RuleBasedStateMachine):
     def no_task_has_two_proposals_and_none_is_late(self) -> None:
         worst = self.db.execute(
             "SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM proposals"
-            " GROUP BY task_id)").fetchone()[0]
+            " GROUP BY task_id) AS counts").fetchone()[0]
         assert worst <= 1
         late = self.db.execute(
             "SELECT COUNT(*) FROM proposals JOIN leases ON leases.id = proposals.lease_id"

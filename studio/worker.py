@@ -17,7 +17,7 @@ from typing import Any
 from studio import leases, metrics
 from studio.auth import expired_sessions
 from studio.config import Settings
-from studio.db import Database, clock, dialect_of
+from studio.db import Database, DatabaseUnavailable, clock, dialect_of
 from studio.providers import Providers
 from studio.purposes import PURPOSES, invoice_fields
 
@@ -161,6 +161,8 @@ class Worker:
                 await slots.acquire()
                 try:
                     task = await self.claim()
+                except DatabaseUnavailable as error:
+                    log.warning("the database is unavailable; claiming again shortly: %s", error)
                 except Exception:
                     log.exception("claiming a task failed; trying again shortly")
                     task = None
@@ -257,6 +259,8 @@ class Worker:
             if self._held:
                 try:
                     await self.db.write(keep_claims, list(self._held), self.settings.claim_seconds)
+                except DatabaseUnavailable as error:
+                    log.warning("the database is unavailable; claims kept alive later: %s", error)
                 except Exception:
                     log.exception("could not keep claims alive")
 
@@ -279,6 +283,8 @@ async def sweep(db: Database, settings: Settings | None = None) -> None:
                                        settings.session_max_seconds)
                 if ended:
                     log.info("ended %d expired session(s)", ended)
+        except DatabaseUnavailable as error:
+            log.warning("the database is unavailable; sweeping again shortly: %s", error)
         except Exception:
             log.exception("the sweep failed; trying again")
         rounds += 1

@@ -39,9 +39,14 @@ class Clock:
 def move_time(monkeypatch: pytest.MonkeyPatch) -> Clock:
     """Sessions are judged by the database's clock (studio.db.clock) and remembered by this
     process's monotonic one (studio.auth): both move together."""
+    from studio.postgres import Connection
+
     clock = Clock()
     monkeypatch.setattr(auth, "time", clock)
     monkeypatch.setattr(store, "time", clock)
+    # On PostgreSQL a connection reads the database's clock: it moves by as much.
+    read = Connection.database_clock
+    monkeypatch.setattr(Connection, "database_clock", lambda db: read(db) + clock.ahead)
     return clock
 
 

@@ -3,7 +3,10 @@
 Polling is the studio's hottest path: every open tab asks once a second, while a lease
 changes a handful of times in its life. SQLite's `PRAGMA data_version` moves whenever any
 other connection, in this process or another, commits; so an answer remembered at the
-current version is exactly the answer that reading again would give.
+current version is exactly the answer that reading again would give. PostgreSQL's version
+(studio/postgres.py `Versions`) is read after the request arrived, so it has moved for every
+commit any host acknowledged before; when it cannot be read it is None, and nothing is
+remembered or served from memory.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ class Memo:
         remembered when `keep` says so. A refusal raised by `compute` is never remembered."""
         # Read before computing: a commit racing the computation only leaves it unused.
         version = await self.db.version()
+        if version is None:
+            return await compute()
         kept = self._get(key, version)
         if kept is not None:
             return kept

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import logging
 import re
 import sqlite3
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -274,6 +276,7 @@ class PgDatabase:
         self.pool_size = pool_size
         self._pool: psycopg_pool.ConnectionPool | None = None
         self._threads: concurrent.futures.ThreadPoolExecutor | None = None
+        self._versions = Versions(url)
 
     async def open(self) -> PgDatabase:
         await asyncio.to_thread(prepare, self.url)
@@ -287,6 +290,7 @@ class PgDatabase:
         return self
 
     async def close(self) -> None:
+        await self._versions.close()
         if self._pool is not None:
             await asyncio.to_thread(self._pool.close)
         if self._threads is not None:
@@ -326,14 +330,99 @@ class PgDatabase:
     async def read(self, unit: Callable[..., T], *args: Any) -> T:
         return await self._on_thread(in_snapshot, unit, *args, retry=True)
 
-    async def version(self) -> str:
-        """Moves with every commit to the cluster: an answer remembered at one position of the
-        write-ahead log is the answer a read would give until it moves."""
-        return await self._on_thread(_wal_position)
+    async def version(self) -> str | None:
+        """Changes with every commit to the cluster, as seen after the request asked; None
+        while it cannot be read (see `Versions`)."""
+        return await self._versions.current()
 
 
-def _wal_position(db: Connection) -> str:
-    return db.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0]
+# The transactions the cluster sees as finished: the snapshot's bounds and the ones still
+# running. Every commit changes it (the committing one leaves the running list, or moves the
+# upper bound), and a commit leaves the list before its client hears it committed; so two
+# equal readings mean no commit came between them. A position in the write-ahead log would
+# not do: it moves when the commit is flushed, a moment before the commit is visible, and a
+# snapshot taken in that moment would be remembered at the new position.
+VERSION_QUERY = b"SELECT pg_current_snapshot()::text"
+# How long the version may take before the asking requests read afresh, and how often a lost
+# connection for it is tried again.
+VERSION_WAIT_S = POOL_WAIT_S
+RECONNECT_EVERY_S = 1.0
+
+
+class Versions:
+    """The database's version for the answer memo, read on a connection of its own on the
+    event loop: no hop to a thread, no pool.
+
+    Requests that ask while a reading is on its way share the next one, which starts after
+    they asked; so each request still sees every commit acknowledged (on any host) before it
+    asked, and a burst of polls costs one round trip instead of one each. While the
+    connection is lost the version is unknown (None): every answer is read afresh, and the
+    connection is made again at most once a second."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._connection: psycopg.AsyncConnection[Any] | None = None
+        self._asked: asyncio.Future[str | None] | None = None  # waiting for the next reading
+        self._reading: asyncio.Task[None] | None = None
+        self._retry_at = 0.0
+
+    async def current(self) -> str | None:
+        if self._asked is None:
+            self._asked = asyncio.get_running_loop().create_future()
+            if self._reading is None:
+                self._reading = asyncio.create_task(self._read_while_asked())
+        # Shielded: a request that goes away must not cancel the reading others share.
+        return await asyncio.shield(self._asked)
+
+    async def _read_while_asked(self) -> None:
+        try:
+            while self._asked is not None:
+                # One turn of the event loop first: the requests already on their way join
+                # this reading (under load about twelve to a reading instead of seven).
+                await asyncio.sleep(0)
+                asked, self._asked = self._asked, None
+                version: str | None = None  # if cancelled: unknown, so read afresh
+                try:
+                    version = await self._read()
+                finally:
+                    asked.set_result(version)
+        finally:
+            self._reading = None
+
+    async def _read(self) -> str | None:
+        try:
+            async with asyncio.timeout(VERSION_WAIT_S):
+                if self._connection is None:
+                    if time.monotonic() < self._retry_at:
+                        return None
+                    self._retry_at = time.monotonic() + RECONNECT_EVERY_S
+                    self._connection = await psycopg.AsyncConnection.connect(
+                        self.url, autocommit=True, connect_timeout=10)
+                cursor = await self._connection.execute(VERSION_QUERY)
+                row = await cursor.fetchone()
+                return None if row is None else row[0]
+        except (psycopg.Error, TimeoutError) as error:
+            if self._connection is not None:
+                log.warning("the database's version cannot be read; answers are read afresh"
+                            " until it can: %s", error)
+            await self._drop()
+            return None
+
+    async def _drop(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            with contextlib.suppress(Exception):
+                await connection.close()
+
+    async def close(self) -> None:
+        if self._reading is not None:
+            self._reading.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reading
+        if self._asked is not None and not self._asked.done():
+            self._asked.set_result(None)
+        self._asked = None
+        await self._drop()
 
 
 def signing_key_in_database(url: str, new_key: str) -> str:

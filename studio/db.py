@@ -649,6 +649,11 @@ class Database:
         """Run one write transaction as one unit on the writer's thread."""
         return await self.on_writer(in_transaction, unit, *args, **kwargs)
 
+    async def write_on_row_locks(self, unit: Unit[T], *args: Any, **kwargs: Any) -> T:
+        """A write that PostgreSQL runs without its write lock (see studio/postgres.py); SQLite
+        has one writer, so here it is a write like any other."""
+        return await self.write(unit, *args, **kwargs)
+
     async def on_writer(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """`call(connection, *args)` on the writer's thread, as one hop."""
         assert self._writer is not None, "the database is not open"

@@ -49,6 +49,10 @@ STATEMENTS = {
     "COMMIT": "COMMIT",
     "ROLLBACK": "ROLLBACK",
 }
+# A write whose unit keeps itself right by row locks alone (the claim): no write lock, and
+# READ COMMITTED, so each statement sees the latest commits and a row locked after a wait is
+# read again before it is changed.
+ON_ROW_LOCKS = {**STATEMENTS, "BEGIN IMMEDIATE": "BEGIN ISOLATION LEVEL READ COMMITTED"}
 # A write waits this long for the write lock before it is answered 503 database_busy, as
 # SQLite's busy timeout.
 LOCK_TIMEOUT_MS = 30_000
@@ -142,14 +146,16 @@ def as_sqlite_error(error: psycopg.Error) -> Exception:
 class Connection:
     """A psycopg connection that runs the units written for sqlite3's."""
 
-    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+    def __init__(self, raw: psycopg.Connection[Any], statements: dict[str, str] = STATEMENTS
+                 ) -> None:
         self.raw = raw
+        self.statements = statements
         raw.row_factory = _rows  # type: ignore[assignment]
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()
                 ) -> psycopg.Cursor[Any]:
         try:
-            statement = STATEMENTS.get(sql.strip())
+            statement = self.statements.get(sql.strip())
             if statement is not None:
                 return self.raw.execute(statement.encode())
             return self.raw.execute(translate(sql), _values(params))  # type: ignore[arg-type]
@@ -298,12 +304,12 @@ class PgDatabase:
         self._pool, self._threads = None, None
 
     def _run(self, call: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any],
-             retry: bool) -> T:
+             retry: bool, statements: dict[str, str]) -> T:
         assert self._pool is not None, "the database is not open"
         for attempt in range(RETRIES + 1):
             try:
                 with self._pool.connection() as raw:
-                    return call(Connection(raw), *args, **kwargs)
+                    return call(Connection(raw, statements), *args, **kwargs)
             except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected):
                 if not retry or attempt == RETRIES:
                     raise
@@ -315,14 +321,22 @@ class PgDatabase:
         raise AssertionError("unreachable")
 
     async def _on_thread(self, call: Callable[..., T], *args: Any, retry: bool = False,
-                         **kwargs: Any) -> T:
+                         statements: dict[str, str] = STATEMENTS, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            self._threads, functools.partial(self._run, call, args, kwargs, retry))
+            self._threads, functools.partial(self._run, call, args, kwargs, retry, statements))
 
     async def write(self, unit: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """One write transaction, under the write lock; run again if it lost a conflict."""
         return await self._on_thread(in_transaction, unit, *args, retry=True, **kwargs)
+
+    async def write_on_row_locks(self, unit: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """One write transaction without the write lock, for a unit that is right on row locks
+        alone: every row it changes it locks and checks again, and it changes nothing a unit
+        under the write lock decides on (the claim of a waiting task). Writes under the lock
+        and this one neither wait for each other nor for the lock's queue."""
+        return await self._on_thread(in_transaction, unit, *args, retry=True,
+                                     statements=ON_ROW_LOCKS, **kwargs)
 
     async def on_writer(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await self._on_thread(call, *args, **kwargs)

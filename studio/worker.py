@@ -42,26 +42,38 @@ class Claimed:
     deadline_at: float
     invoice: dict[str, Any]
     has_proposal: bool
+    # Why the invoice cannot be read, if it cannot: the task is then failed, not run.
+    unreadable: str = ""
 
 
 def claim_task(
     db: sqlite3.Connection, claim: str, claim_seconds: float, now: float | None = None,
-    providers: list[str] | None = None,
+    providers: list[str] | None = None, take_over: bool = True,
 ) -> Claimed | None:
-    """Take a waiting task of an open lease, or one whose claim timed out (invariant 5).
-    The lease must be open with its deadline ahead: the generation-time check.
+    """Take a waiting task of an open lease, or (with `take_over`) one whose claim timed out
+    (invariant 5). The lease must be open with its deadline ahead: the generation-time check.
 
     Actors take turns: the actor whose last claim is oldest goes next, with their most urgent
     task (deadline, then position), so one actor's big batch cannot hold back another's task.
-    A worker only takes tasks for `providers` it has, so it never robs one that can run them."""
+    A worker only takes tasks for `providers` it has, so it never robs one that can run them.
+
+    Without `take_over` the claim is right on row locks alone, so it may run without the write
+    lock: a pending task is changed by nothing but claims, and the row lock and the status
+    checked again keep two claims apart. A timed-out claim is only taken over under the write
+    lock, since its first holder may be recording the task's proposal at that moment. This
+    unit writes nothing else: an unreadable invoice is returned marked, for the caller to
+    fail under the write lock (`leases.fail_task` settles the lease)."""
     now = clock(now)
     sql = dialect_of(db)
     known = None if providers is None else json.dumps(providers)
-    waiting = """
+    timed_out = "OR tasks.claim_expires_at <= :now" if take_over else ""
+    waiting = f"""
         tasks.status IN ('pending', 'running')
-        AND (tasks.status = 'pending' OR tasks.claim_expires_at <= :now)
+        AND (tasks.status = 'pending' {timed_out})
         AND (CAST(:known AS TEXT) IS NULL
              OR tasks.provider IN (SELECT value FROM json_each(:known)))"""
+    still_waiting = ("status = 'pending' OR (status = 'running' AND claim_expires_at <= :now)"
+                     if take_over else "status = 'pending'")
     args = {"claim": claim, "expires": now + claim_seconds, "now": now, "known": known}
     turn = db.execute(
         f"""
@@ -86,7 +98,7 @@ def claim_task(
              WHERE leases.actor_id = :actor
                AND leases.status = 'open' AND leases.deadline_at > :now AND {waiting}
              ORDER BY leases.deadline_at, tasks.position LIMIT 1 {sql.skip_locked})
-           AND (status = 'pending' OR (status = 'running' AND claim_expires_at <= :now))
+           AND ({still_waiting})
         RETURNING id, lease_id, invoice_id, provider, candidate, attempts
         """,
         {**args, "actor": turn["actor_id"]},
@@ -106,27 +118,34 @@ def claim_task(
     has_proposal = db.execute(
         "SELECT 1 FROM proposals WHERE task_id = ?", (row["id"],)
     ).fetchone() is not None
+    fields: dict[str, Any] = {}
+    unreadable = ""
     try:
         fields = invoice_fields(invoice)
     except (ValueError, TypeError, KeyError) as error:
-        # An unreadable invoice fails its own task instead of blocking the queue forever.
-        leases.fail_task(db, row["id"], claim, f"unreadable invoice: {error}", False, now)
-        return None
+        unreadable = f"unreadable invoice: {error}"
     return Claimed(
         task_id=row["id"], claim=claim, lease_id=row["lease_id"], actor_id=lease["actor_id"],
         purpose=lease["purpose"], provider=row["provider"], candidate=row["candidate"],
         attempts=row["attempts"], deadline_at=lease["deadline_at"],
-        invoice=fields, has_proposal=has_proposal,
+        invoice=fields, has_proposal=has_proposal, unreadable=unreadable,
     )
 
 
-def keep_claims(db: sqlite3.Connection, claims: list[str], claim_seconds: float) -> None:
-    """A working worker keeps its claims alive."""
-    expires_at = clock(None) + claim_seconds
-    db.executemany(
-        "UPDATE tasks SET claim_expires_at = ? WHERE claim = ? AND status = 'running'",
-        [(expires_at, claim) for claim in claims],
-    )
+def keep_claims(db: sqlite3.Connection, claims: list[str], claim_seconds: float) -> int:
+    """A working worker keeps its claims alive. Claims that timed out anyway (their worker
+    stopped, or lost the database too long) go back to waiting, under the write lock as
+    `claim_task` asks, so that a busy queue, whose claims never look past its waiting tasks,
+    still takes them over soon. Returns how many went back."""
+    now = clock(None)
+    if claims:
+        db.executemany(
+            "UPDATE tasks SET claim_expires_at = ? WHERE claim = ? AND status = 'running'",
+            [(now + claim_seconds, claim) for claim in claims],
+        )
+    return db.execute(
+        "UPDATE tasks SET status = 'pending', claim = NULL, claim_expires_at = NULL"
+        " WHERE status = 'running' AND claim_expires_at <= ?", (now,)).rowcount
 
 
 def release_claims(db: sqlite3.Connection, claims: list[str]) -> None:
@@ -196,16 +215,28 @@ class Worker:
         claim = f"{self.name}:{uuid.uuid4().hex}"
         # Held before the write: if this worker stops while the claim commits, it is released.
         self._held.add(claim)
+        seconds = self.settings.claim_seconds
         try:
-            task = await self.db.write(
-                claim_task, claim, self.settings.claim_seconds, providers=self._can_run
-            )
+            # A waiting task on row locks alone; only when none waits, a timed-out claim,
+            # under the write lock (see claim_task).
+            task = await self.db.write_on_row_locks(
+                claim_task, claim, seconds, providers=self._can_run, take_over=False)
+            if task is None:
+                task = await self.db.write(claim_task, claim, seconds, providers=self._can_run)
         except Exception:
             # The transaction rolled back: no task carries this claim, so nothing to keep alive.
             self._held.discard(claim)
             raise
         if task is None:
             self._held.discard(claim)
+        elif task.unreadable:
+            # An unreadable invoice fails its own task instead of blocking the queue forever.
+            try:
+                await self.db.write(leases.fail_task, task.task_id, claim, task.unreadable,
+                                    False)
+            finally:
+                self._held.discard(claim)  # failed, or left to time out and go back
+            return None
         return task
 
     async def _run_and_release(self, task: Claimed, slots: asyncio.Semaphore) -> None:
@@ -256,13 +287,15 @@ class Worker:
         every = self.settings.claim_seconds / 3
         while True:
             await asyncio.sleep(every)
-            if self._held:
-                try:
-                    await self.db.write(keep_claims, list(self._held), self.settings.claim_seconds)
-                except DatabaseUnavailable as error:
-                    log.warning("the database is unavailable; claims kept alive later: %s", error)
-                except Exception:
-                    log.exception("could not keep claims alive")
+            try:
+                handed_back = await self.db.write(keep_claims, list(self._held),
+                                                  self.settings.claim_seconds)
+                if handed_back:
+                    log.info("%d timed-out claim(s) went back to waiting", handed_back)
+            except DatabaseUnavailable as error:
+                log.warning("the database is unavailable; claims kept alive later: %s", error)
+            except Exception:
+                log.exception("could not keep claims alive")
 
 
 async def sweep(db: Database, settings: Settings | None = None) -> None:

@@ -369,9 +369,9 @@ class Versions:
 
     Requests that ask while a reading is on its way share the next one, which starts after
     they asked; so each request still sees every commit acknowledged (on any host) before it
-    asked, and a burst of polls costs one round trip instead of one each. While the
-    connection is lost the version is unknown (None): every answer is read afresh, and the
-    connection is made again at most once a second."""
+    asked, and a burst of polls costs one round trip instead of one each. Once the
+    connection is lost the version is unknown (None) and every answer is read afresh; the
+    connection is made again a second later, and then at most once a second."""
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -409,7 +409,6 @@ class Versions:
                 if self._connection is None:
                     if time.monotonic() < self._retry_at:
                         return None
-                    self._retry_at = time.monotonic() + RECONNECT_EVERY_S
                     self._connection = await psycopg.AsyncConnection.connect(
                         self.url, autocommit=True, connect_timeout=10)
                 cursor = await self._connection.execute(VERSION_QUERY)
@@ -420,6 +419,7 @@ class Versions:
                 log.warning("the database's version cannot be read; answers are read afresh"
                             " until it can: %s", error)
             await self._drop()
+            self._retry_at = time.monotonic() + RECONNECT_EVERY_S
             return None
 
     async def _drop(self) -> None:

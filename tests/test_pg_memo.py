@@ -16,9 +16,10 @@ import pytest
 from studio.auth import SESSION_COOKIE
 from studio.config import Settings
 from studio.leases import record_proposal
+from studio.postgres import RECONNECT_EVERY_S
 from studio.worker import claim_task
 from tests import backends
-from tests.conftest import Running, lease_body, running
+from tests.conftest import Running, execute, lease_body, running
 
 pytestmark = [pytest.mark.anyio,
               pytest.mark.skipif(not backends.ON_POSTGRES,
@@ -102,3 +103,31 @@ async def test_a_write_acknowledged_on_one_host_shows_in_the_other_hosts_next_an
         assert answered and set(answered) == {200}
         for client in (on_first, on_second, other_tab):
             await client.aclose()
+
+
+async def test_a_lost_version_connection_reads_afresh_until_it_is_made_again(settings):
+    async with running(settings.with_changes(embedded_worker=False, sweeper=False)) as studio:
+        client = await studio.signed_in()
+        made = await client.post("/leases", json=lease_body(studio.invoice_ids()[:1]))
+        lease_id = made.json()["lease_id"]
+        path = f"/leases/{lease_id}"
+        for _ in range(2):
+            assert (await client.get(path)).json()["status"] == "open"
+        assert remembered(studio, lease_id)
+
+        # The version's own connection is cut, and the lease changes behind the studio's back.
+        execute(settings.db_path, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE query LIKE '%pg_current_snapshot%' AND pid != pg_backend_pid()")
+        execute(settings.db_path, "UPDATE leases SET status = 'expired',"
+                " ended_reason = 'deadline' WHERE id = ?", lease_id)
+
+        seen = await client.get(path)
+        assert (seen.status_code, seen.json()["status"]) == (200, "expired")
+        assert await studio.studio.db.version() is None  # unknown until made again
+        studio.studio.memo._kept.clear()
+
+        await asyncio.sleep(RECONNECT_EVERY_S + 0.1)
+        assert await studio.studio.db.version() is not None
+        for _ in range(2):
+            assert (await client.get(path)).json()["status"] == "expired"
+        assert remembered(studio, lease_id)

@@ -41,7 +41,8 @@ LARGEST_STORED = 15
 @functools.cache
 def currencies() -> frozenset[str]:
     """The ISO 4217 codes that are legal tender in some territory today, as Babel's CLDR data
-    says: no historic (DEM), test (XTS, XXX), fund or precious-metal codes. Read once."""
+    says: no historic codes such as DEM, no testing or fund codes, no precious metals. Read
+    once."""
     return frozenset(code for territory in get_global("territory_currencies")
                      for code in get_territory_currencies(territory, tender=True))
 

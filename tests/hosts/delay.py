@@ -33,11 +33,9 @@ async def carry(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
             await writer.drain()
 
     sender = asyncio.create_task(deliver())
-    try:
+    with contextlib.suppress(ConnectionError, OSError):  # a side that went away ends the relay
         while data := await reader.read(65536):
             queue.put_nowait((loop.time() + delay, data))
-    except (ConnectionError, OSError):
-        pass
     queue.put_nowait((0.0, b""))
     with contextlib.suppress(ConnectionError, OSError):
         await sender

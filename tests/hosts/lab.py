@@ -24,6 +24,8 @@ from pathlib import Path
 
 import httpx
 
+from studio.config import alive
+
 ROOT = Path(__file__).resolve().parents[2]
 PREFIX = "sth"
 FOLDER_PREFIX = "studio-hosts-"
@@ -36,16 +38,6 @@ def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     if check and done.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} exited {done.returncode}: {done.stderr.strip()}")
     return done
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def can_run() -> str | None:

@@ -191,6 +191,9 @@ MIGRATIONS: list[Migration] = [
     lambda db: _frozen_and_legacy(db),
     # 9: paged lists, and issued documents rendered once and kept.
     lambda db: _run_script(db, LISTS_AND_DOCUMENTS),
+    # 10: part three. Customers, the seller's full profile and logo, the full invoice (buyer
+    # frozen at issue, dates, notes), payments and balances, the outbox, share links.
+    lambda db: _business(db),
 ]
 
 SIGN_IN_ATTEMPTS = """
@@ -232,6 +235,143 @@ LISTS_AND_DOCUMENTS = """
         PRIMARY KEY (invoice_id, frozen_sha256, layout)
     );
 """
+
+
+BUSINESS = """
+    CREATE TABLE customers (
+        id TEXT PRIMARY KEY,
+        owner_id TEXT NOT NULL REFERENCES actors(id),
+        name TEXT NOT NULL,
+        email TEXT NOT NULL DEFAULT '',
+        address TEXT NOT NULL DEFAULT '',
+        country TEXT NOT NULL DEFAULT '',       -- ISO 3166-1 alpha-2, or empty
+        vat_id TEXT NOT NULL DEFAULT '',
+        currency TEXT NOT NULL DEFAULT '',      -- ISO 4217, or empty
+        payment_terms_days INTEGER NOT NULL DEFAULT 14,
+        revision INTEGER NOT NULL DEFAULT 1,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX customers_listed ON customers(owner_id, name, id);
+    ALTER TABLE profiles ADD COLUMN country TEXT NOT NULL DEFAULT '';
+    ALTER TABLE profiles ADD COLUMN tax_number TEXT NOT NULL DEFAULT '';
+    ALTER TABLE profiles ADD COLUMN email TEXT NOT NULL DEFAULT '';
+    ALTER TABLE profiles ADD COLUMN iban TEXT NOT NULL DEFAULT '';
+    ALTER TABLE profiles ADD COLUMN bic TEXT NOT NULL DEFAULT '';
+    ALTER TABLE profiles ADD COLUMN payment_terms TEXT NOT NULL DEFAULT '';
+    ALTER TABLE profiles ADD COLUMN footer TEXT NOT NULL DEFAULT '';
+    ALTER TABLE profiles ADD COLUMN logo_sha256 TEXT;
+    -- A logo is small and kept for as long as an issued invoice may name it: never deleted.
+    CREATE TABLE logos (
+        owner_id TEXT NOT NULL REFERENCES actors(id),
+        sha256 TEXT NOT NULL,
+        content_type TEXT NOT NULL,
+        content BLOB NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (owner_id, sha256)
+    );
+    ALTER TABLE invoices ADD COLUMN customer_id TEXT REFERENCES customers(id);
+    ALTER TABLE invoices ADD COLUMN buyer TEXT;             -- JSON, frozen at issue
+    ALTER TABLE invoices ADD COLUMN issue_date TEXT;        -- set when issued
+    ALTER TABLE invoices ADD COLUMN supply_date TEXT;
+    ALTER TABLE invoices ADD COLUMN notes TEXT NOT NULL DEFAULT '';
+    CREATE INDEX invoices_customer ON invoices(customer_id) WHERE customer_id IS NOT NULL;
+    CREATE INDEX invoices_issue_date ON invoices(owner_id, issue_date) WHERE status = 'issued';
+    DROP TRIGGER issued_invoice_is_frozen;
+    CREATE TRIGGER issued_invoice_is_frozen
+        BEFORE UPDATE OF id, owner_id, kind, status, credits, number, series_year, sequence,
+            customer, currency, due_date, line_items, net, tax, total, revision, seller,
+            issued_at, frozen_sha256, created_at, customer_id, buyer, issue_date, supply_date,
+            notes
+        ON invoices WHEN OLD.status = 'issued'
+    BEGIN
+        SELECT RAISE(ABORT, 'invoice_frozen: an issued invoice never changes');
+    END;
+    -- A payment is recorded once and voided, never changed or deleted.
+    CREATE TABLE payments (
+        id TEXT PRIMARY KEY,
+        owner_id TEXT NOT NULL REFERENCES actors(id),
+        invoice_id TEXT NOT NULL REFERENCES invoices(id),
+        amount TEXT NOT NULL,                   -- a decimal string in the invoice's currency
+        currency TEXT NOT NULL,
+        paid_on TEXT NOT NULL,                  -- the date the money arrived
+        method TEXT NOT NULL CHECK (method IN ('bank_transfer', 'card', 'cash', 'other')),
+        reference TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL,
+        voided_at REAL
+    );
+    CREATE INDEX payments_invoice ON payments(invoice_id, created_at);
+    CREATE INDEX payments_listed ON payments(owner_id, paid_on, id);
+    CREATE TRIGGER payment_is_kept BEFORE DELETE ON payments
+    BEGIN
+        SELECT RAISE(ABORT, 'payment_kept: a payment is voided, never deleted');
+    END;
+    CREATE TRIGGER payment_never_changes
+        BEFORE UPDATE OF id, owner_id, invoice_id, amount, currency, paid_on, method, reference,
+            created_at ON payments
+    BEGIN
+        SELECT RAISE(ABORT, 'payment_kept: a payment is voided, never changed');
+    END;
+    -- What is left to pay on each issued invoice, kept in step by every transaction that
+    -- changes it (issuing, a credit note issued, a payment recorded or voided).
+    CREATE TABLE balances (
+        invoice_id TEXT PRIMARY KEY REFERENCES invoices(id),
+        owner_id TEXT NOT NULL REFERENCES actors(id),
+        currency TEXT NOT NULL,
+        due_date TEXT NOT NULL,
+        amount_paid TEXT NOT NULL,
+        amount_credited TEXT NOT NULL,
+        amount_due TEXT NOT NULL,
+        payment_status TEXT NOT NULL CHECK (
+            payment_status IN ('unpaid', 'partially_paid', 'paid')),
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX balances_open ON balances(owner_id, payment_status, due_date);
+    -- The outbox: an email written in the transaction of its request, delivered after it.
+    CREATE TABLE sends (
+        id TEXT PRIMARY KEY,
+        owner_id TEXT NOT NULL REFERENCES actors(id),
+        invoice_id TEXT NOT NULL REFERENCES invoices(id),
+        kind TEXT NOT NULL CHECK (kind IN ('invoice', 'reminder')),
+        recipient TEXT NOT NULL,
+        cc TEXT NOT NULL DEFAULT '',
+        subject TEXT NOT NULL,
+        message TEXT NOT NULL,
+        document_sha256 TEXT NOT NULL,
+        message_id TEXT NOT NULL UNIQUE,
+        share_link_id TEXT,
+        status TEXT NOT NULL DEFAULT 'queued' CHECK (status IN ('queued', 'sent', 'failed')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at REAL NOT NULL,
+        claim TEXT,
+        claim_expires_at REAL,
+        reply TEXT NOT NULL DEFAULT '',         -- the mail server's last answer
+        created_at REAL NOT NULL,
+        sent_at REAL
+    );
+    CREATE INDEX sends_invoice ON sends(invoice_id, created_at);
+    CREATE INDEX sends_waiting ON sends(next_attempt_at) WHERE status = 'queued';
+    -- A share link's token is shown once; only its SHA-256 is kept.
+    CREATE TABLE share_links (
+        id TEXT PRIMARY KEY,
+        owner_id TEXT NOT NULL REFERENCES actors(id),
+        invoice_id TEXT NOT NULL REFERENCES invoices(id),
+        token_sha256 TEXT NOT NULL UNIQUE,
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        revoked_at REAL,
+        first_viewed_at REAL,
+        views INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX share_links_invoice ON share_links(invoice_id, created_at);
+"""
+
+
+def _business(db: sqlite3.Connection) -> None:
+    from studio.balances import settle_all
+
+    _run_script(db, BUSINESS)
+    settle_all(db)
 
 
 # The REPLACE conflict clause deletes the row in its way without firing delete triggers
@@ -767,12 +907,15 @@ class Dialect:
     join_in_order: str
     # The claimed row, locked; another claimer passes over it instead of waiting.
     skip_locked: str
+    # A row read to be changed in the same transaction, locked until it ends (SQLite's one
+    # writer holds every row already).
+    for_update: str = ""
 
 
 SQLITE = Dialect("sqlite", tasks_waiting="INDEXED BY tasks_waiting", join_in_order="CROSS JOIN",
                  skip_locked="")
 POSTGRES = Dialect("postgresql", tasks_waiting="", join_in_order="JOIN",
-                   skip_locked="FOR UPDATE OF tasks SKIP LOCKED")
+                   skip_locked="FOR UPDATE OF tasks SKIP LOCKED", for_update="FOR UPDATE")
 
 
 def dialect_of(db: Any) -> Dialect:

@@ -7,6 +7,9 @@ to the schema adds a migration to both lists.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 SCHEMA_V1 = """
 CREATE TABLE actors (
     id TEXT PRIMARY KEY,
@@ -311,4 +314,158 @@ CREATE TRIGGER issued_attachment_chunks_are_never_truncated BEFORE TRUNCATE ON s
     FOR EACH STATEMENT EXECUTE FUNCTION issued_invoices_are_never_truncated();
 """
 
-MIGRATIONS: list[str] = [SCHEMA_V1]
+# 2 (SQLite's 10): customers, the seller's full profile and logo, the full invoice (buyer
+# frozen at issue, dates, notes), payments and balances, the outbox, share links.
+BUSINESS = """
+CREATE TABLE customers (
+    id TEXT PRIMARY KEY,
+    owner_id TEXT NOT NULL REFERENCES actors(id),
+    name TEXT NOT NULL,
+    email TEXT NOT NULL DEFAULT '',
+    address TEXT NOT NULL DEFAULT '',
+    country TEXT NOT NULL DEFAULT '',
+    vat_id TEXT NOT NULL DEFAULT '',
+    currency TEXT NOT NULL DEFAULT '',
+    payment_terms_days INTEGER NOT NULL DEFAULT 14,
+    revision INTEGER NOT NULL DEFAULT 1,
+    created_at DOUBLE PRECISION NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX customers_listed ON customers(owner_id, name, id);
+ALTER TABLE profiles ADD COLUMN country TEXT NOT NULL DEFAULT '',
+    ADD COLUMN tax_number TEXT NOT NULL DEFAULT '',
+    ADD COLUMN email TEXT NOT NULL DEFAULT '',
+    ADD COLUMN iban TEXT NOT NULL DEFAULT '',
+    ADD COLUMN bic TEXT NOT NULL DEFAULT '',
+    ADD COLUMN payment_terms TEXT NOT NULL DEFAULT '',
+    ADD COLUMN footer TEXT NOT NULL DEFAULT '',
+    ADD COLUMN logo_sha256 TEXT;
+CREATE TABLE logos (
+    owner_id TEXT NOT NULL REFERENCES actors(id),
+    sha256 TEXT NOT NULL,
+    content_type TEXT NOT NULL,
+    content BYTEA NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (owner_id, sha256)
+);
+ALTER TABLE invoices ADD COLUMN customer_id TEXT REFERENCES customers(id),
+    ADD COLUMN buyer TEXT,
+    ADD COLUMN issue_date TEXT,
+    ADD COLUMN supply_date TEXT,
+    ADD COLUMN notes TEXT NOT NULL DEFAULT '';
+CREATE INDEX invoices_customer ON invoices(customer_id) WHERE customer_id IS NOT NULL;
+CREATE INDEX invoices_issue_date ON invoices(owner_id, issue_date) WHERE status = 'issued';
+CREATE OR REPLACE FUNCTION issued_invoice_is_frozen() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        PERFORM refuse_frozen('an issued invoice is never deleted');
+    END IF;
+    IF (NEW.id, NEW.owner_id, NEW.kind, NEW.status, NEW.credits, NEW.number, NEW.series_year,
+        NEW.sequence, NEW.customer, NEW.currency, NEW.due_date, NEW.line_items, NEW.net,
+        NEW.tax, NEW.total, NEW.revision, NEW.seller, NEW.issued_at, NEW.frozen_sha256,
+        NEW.created_at, NEW.customer_id, NEW.buyer, NEW.issue_date, NEW.supply_date, NEW.notes)
+       IS DISTINCT FROM
+       (OLD.id, OLD.owner_id, OLD.kind, OLD.status, OLD.credits, OLD.number, OLD.series_year,
+        OLD.sequence, OLD.customer, OLD.currency, OLD.due_date, OLD.line_items, OLD.net,
+        OLD.tax, OLD.total, OLD.revision, OLD.seller, OLD.issued_at, OLD.frozen_sha256,
+        OLD.created_at, OLD.customer_id, OLD.buyer, OLD.issue_date, OLD.supply_date, OLD.notes)
+       THEN
+        PERFORM refuse_frozen('an issued invoice never changes');
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TABLE payments (
+    id TEXT PRIMARY KEY,
+    owner_id TEXT NOT NULL REFERENCES actors(id),
+    invoice_id TEXT NOT NULL REFERENCES invoices(id),
+    amount TEXT NOT NULL,
+    currency TEXT NOT NULL,
+    paid_on TEXT NOT NULL,
+    method TEXT NOT NULL CHECK (method IN ('bank_transfer', 'card', 'cash', 'other')),
+    reference TEXT NOT NULL DEFAULT '',
+    created_at DOUBLE PRECISION NOT NULL,
+    voided_at DOUBLE PRECISION
+);
+CREATE INDEX payments_invoice ON payments(invoice_id, created_at);
+CREATE INDEX payments_listed ON payments(owner_id, paid_on, id);
+CREATE FUNCTION payment_is_kept() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('DELETE', 'TRUNCATE') THEN
+        RAISE EXCEPTION 'payment_kept: a payment is voided, never deleted'
+            USING ERRCODE = 'integrity_constraint_violation';
+    END IF;
+    IF (NEW.id, NEW.owner_id, NEW.invoice_id, NEW.amount, NEW.currency, NEW.paid_on,
+        NEW.method, NEW.reference, NEW.created_at)
+       IS DISTINCT FROM
+       (OLD.id, OLD.owner_id, OLD.invoice_id, OLD.amount, OLD.currency, OLD.paid_on,
+        OLD.method, OLD.reference, OLD.created_at) THEN
+        RAISE EXCEPTION 'payment_kept: a payment is voided, never changed'
+            USING ERRCODE = 'integrity_constraint_violation';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER payment_is_kept BEFORE UPDATE OR DELETE ON payments
+    FOR EACH ROW EXECUTE FUNCTION payment_is_kept();
+CREATE TRIGGER payments_are_never_truncated BEFORE TRUNCATE ON payments
+    FOR EACH STATEMENT EXECUTE FUNCTION payment_is_kept();
+CREATE TABLE balances (
+    invoice_id TEXT PRIMARY KEY REFERENCES invoices(id),
+    owner_id TEXT NOT NULL REFERENCES actors(id),
+    currency TEXT NOT NULL,
+    due_date TEXT NOT NULL,
+    amount_paid TEXT NOT NULL,
+    amount_credited TEXT NOT NULL,
+    amount_due TEXT NOT NULL,
+    payment_status TEXT NOT NULL CHECK (
+        payment_status IN ('unpaid', 'partially_paid', 'paid')),
+    updated_at DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX balances_open ON balances(owner_id, payment_status, due_date);
+CREATE TABLE sends (
+    id TEXT PRIMARY KEY,
+    owner_id TEXT NOT NULL REFERENCES actors(id),
+    invoice_id TEXT NOT NULL REFERENCES invoices(id),
+    kind TEXT NOT NULL CHECK (kind IN ('invoice', 'reminder')),
+    recipient TEXT NOT NULL,
+    cc TEXT NOT NULL DEFAULT '',
+    subject TEXT NOT NULL,
+    message TEXT NOT NULL,
+    document_sha256 TEXT NOT NULL,
+    message_id TEXT NOT NULL UNIQUE,
+    share_link_id TEXT,
+    status TEXT NOT NULL DEFAULT 'queued' CHECK (status IN ('queued', 'sent', 'failed')),
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at DOUBLE PRECISION NOT NULL,
+    claim TEXT,
+    claim_expires_at DOUBLE PRECISION,
+    reply TEXT NOT NULL DEFAULT '',
+    created_at DOUBLE PRECISION NOT NULL,
+    sent_at DOUBLE PRECISION
+);
+CREATE INDEX sends_invoice ON sends(invoice_id, created_at);
+CREATE INDEX sends_waiting ON sends(next_attempt_at) WHERE status = 'queued';
+CREATE TABLE share_links (
+    id TEXT PRIMARY KEY,
+    owner_id TEXT NOT NULL REFERENCES actors(id),
+    invoice_id TEXT NOT NULL REFERENCES invoices(id),
+    token_sha256 TEXT NOT NULL UNIQUE,
+    created_at DOUBLE PRECISION NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL,
+    revoked_at DOUBLE PRECISION,
+    first_viewed_at DOUBLE PRECISION,
+    views INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX share_links_invoice ON share_links(invoice_id, created_at);
+"""
+
+
+def _business(db: Any) -> None:
+    from studio.balances import settle_all
+
+    db.raw.execute(BUSINESS.encode())
+    settle_all(db)
+
+
+# A migration is a script, or a function of the studio's connection for what needs the
+# studio's own code (run inside the migration's transaction either way).
+MIGRATIONS: list[str | Callable[[Any], None]] = [SCHEMA_V1, _business]

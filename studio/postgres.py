@@ -239,7 +239,10 @@ def prepare(url: str) -> None:
             if number <= version:
                 continue
             with db.raw.transaction():
-                db.raw.execute(script.encode())
+                if callable(script):
+                    script(db)
+                else:
+                    db.raw.execute(script.encode())
                 db.raw.execute("CREATE TABLE IF NOT EXISTS schema_version ("
                                " version INTEGER NOT NULL, applied_at TIMESTAMPTZ NOT NULL)")
                 db.raw.execute("INSERT INTO schema_version VALUES (%s, now())", (number,))

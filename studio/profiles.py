@@ -43,6 +43,20 @@ def save(db: sqlite3.Connection, actor_id: str, profile: dict[str, str],
     return _read(db, actor_id)
 
 
+SELLER = ("name", "address", "country", "vat_id", "tax_number", "email", "iban", "bic",
+          "payment_terms", "footer", "logo_sha256")
+
+
+def seller_snapshot(db: sqlite3.Connection, actor_id: str) -> dict[str, str | None]:
+    """The seller as issuing freezes it into an invoice; refused without a business name."""
+    row = db.execute(f"SELECT {', '.join(SELLER)} FROM profiles WHERE actor_id = ?",
+                     (actor_id,)).fetchone()
+    if row is None or not row["name"].strip():
+        raise Refusal("invoice_incomplete", "Add your business name in Settings before issuing: "
+                                            "it is printed on the invoice as the seller.")
+    return {name: row[name] for name in SELLER}
+
+
 async def get_profile(db: Database, actor: Actor) -> dict[str, str]:
     return await db.read(_read, actor.id)
 

@@ -13,6 +13,7 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "cross_origin_request": (403, "This request came from another site and was refused."),
     "not_found": (404, "There is nothing at this address."),
     "invoice_not_found": (404, "That invoice does not exist or is not yours."),
+    "customer_not_found": (404, "That customer does not exist or is not yours."),
     "attachment_not_found": (404, "That attachment does not exist or is not yours."),
     "lease_not_found": (404, "That request does not exist or is not yours."),
     "method_not_allowed": (405, "This address does not accept that method."),

@@ -16,6 +16,7 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "customer_not_found": (404, "That customer does not exist or is not yours."),
     "attachment_not_found": (404, "That attachment does not exist or is not yours."),
     "lease_not_found": (404, "That request does not exist or is not yours."),
+    "customer_not_found": (404, "That customer does not exist or is not yours."),
     "method_not_allowed": (405, "This address does not accept that method."),
     "request_id_conflict": (
         409, "This form was already sent with different content. Reload the page to start"
@@ -38,6 +39,10 @@ REFUSALS: dict[str, tuple[int, str]] = {
         409, "This draft changed since you opened it. Reload it and make your change again."),
     "invoice_not_issued": (409, "This invoice is still a draft; it has no document yet."),
     "not_creditable": (409, "A credit note cannot itself be credited; credit the invoice."),
+    "customer_changed": (
+        409, "This customer changed since you opened it. Reload it and make your change again."),
+    "customer_in_use": (
+        409, "An invoice names this customer, so it cannot be deleted; it stays in your list."),
     "conflict": (
         409, "That could not be saved: it clashes with something already stored, and nothing"
              " was changed. Reload the page to see the latest, then try again."),
@@ -53,6 +58,12 @@ REFUSALS: dict[str, tuple[int, str]] = {
              " again."),
     "invalid_client_key": (422, "The client key must be 1 to 100 characters."),
     "invalid_limit": (422, "The limit must be a whole number from 1 to 500."),
+    "invalid_email": (422, "The email must be an address like name@example.com."),
+    "invalid_country": (
+        422, "The country must be a two-letter ISO 3166 code such as DE, FR or US."),
+    "invalid_vat_id": (422, "That VAT ID is not a valid one; check it for a typo."),
+    "invalid_iban": (422, "That IBAN is not a valid one; check it for a typo."),
+    "invalid_bic": (422, "That BIC is not a valid one; check it for a typo."),
     "invalid_cursor": (
         422, "That page address is not one the studio gave; start again from the first page."),
     "purpose_not_allowed": (422, "That purpose is not one the studio offers."),

@@ -13,8 +13,8 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "cross_origin_request": (403, "This request came from another site and was refused."),
     "not_found": (404, "There is nothing at this address."),
     "invoice_not_found": (404, "That invoice does not exist or is not yours."),
-    "customer_not_found": (404, "That customer does not exist or is not yours."),
     "attachment_not_found": (404, "That attachment does not exist or is not yours."),
+    "payment_not_found": (404, "That payment does not exist or is not yours."),
     "lease_not_found": (404, "That request does not exist or is not yours."),
     "customer_not_found": (404, "That customer does not exist or is not yours."),
     "method_not_allowed": (405, "This address does not accept that method."),
@@ -39,6 +39,8 @@ REFUSALS: dict[str, tuple[int, str]] = {
         409, "This draft changed since you opened it. Reload it and make your change again."),
     "invoice_not_issued": (409, "This invoice is still a draft; it has no document yet."),
     "not_creditable": (409, "A credit note cannot itself be credited; credit the invoice."),
+    "credit_note_not_payable": (
+        409, "A credit note is not paid; record the payment on the invoice it corrects."),
     "customer_changed": (
         409, "This customer changed since you opened it. Reload it and make your change again."),
     "customer_in_use": (
@@ -74,6 +76,8 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "invoice_incomplete": (422, "This draft is not complete enough to issue."),
     "credit_exceeds_invoice": (
         422, "The credit notes of an invoice cannot come to more than its total."),
+    "payment_exceeds_balance": (
+        422, "That is more than is left to pay on this invoice; record the amount due or less."),
     "invalid_choice": (
         422, "A chosen suggestion was not written for that invoice in this request."),
     "too_many_attempts": (

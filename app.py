@@ -24,8 +24,14 @@ from studio.memo import Memo
 from studio.providers import Provider, Providers
 from studio.throttle import Limits
 from studio.views import attachments as attachment_views
+from studio.views import customers as customer_views
+from studio.views import einvoices as einvoice_views
+from studio.views import exports as export_views
 from studio.views import invoices as invoice_views
+from studio.views import payments as payment_views
 from studio.views import profile as profile_views
+from studio.views import sending as sending_views
+from studio.views import shares as share_views
 from studio.worker import Worker, sweep
 
 Endpoint = Callable[[Request], Awaitable[Response]]
@@ -90,6 +96,9 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
         routes=[
             # The hottest paths first: every open tab polls its lease once a second, and the
             # router tries routes in order.
+            # Share links come early: anyone may ask for them, without an account.
+            resource("/i/{token}.pdf", GET=share_views.shared_pdf),
+            resource("/i/{token}", GET=share_views.shared_invoice),
             resource("/leases/{lease_id}", GET=web.lease_status),
             resource("/leases", GET=web.lease_list, POST=web.submit_lease),
             Route("/", web.home),
@@ -101,6 +110,9 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             resource("/invoices/new", GET=invoice_views.new_invoice_page),
             resource("/invoices/totals", GET=invoice_views.totals_preview),
             resource("/invoices/line", GET=invoice_views.blank_line),
+            # Before `.pdf`, which would take `{id}.facturx` for an id.
+            resource("/invoices/{invoice_id}.facturx.pdf", GET=einvoice_views.facturx_pdf),
+            resource("/invoices/{invoice_id}.xml", GET=einvoice_views.facturx_xml),
             resource("/invoices/{invoice_id}.pdf", GET=invoice_views.invoice_pdf),
             resource("/invoices/{invoice_id}", GET=invoice_views.invoice_page,
                      PATCH=invoice_views.edit_invoice, DELETE=invoice_views.delete_invoice),
@@ -109,14 +121,35 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             resource("/invoices/{invoice_id}/issue", GET=invoice_views.issue_review,
                      POST=invoice_views.issue_invoice),
             resource("/invoices/{invoice_id}/credit-note", POST=invoice_views.credit_note),
+            resource("/invoices/{invoice_id}/send", POST=sending_views.send_invoice),
+            resource("/invoices/{invoice_id}/remind", POST=sending_views.remind),
+            resource("/invoices/{invoice_id}/sends", GET=sending_views.send_list),
+            resource("/invoices/{invoice_id}/payments", GET=payment_views.payment_list,
+                     POST=payment_views.record),
+            resource("/payments/{payment_id}/void", POST=payment_views.void),
             resource("/invoices/{invoice_id}/document", GET=invoice_views.printable),
+            resource("/invoices/{invoice_id}/share", POST=share_views.create_share,
+                     DELETE=share_views.revoke_shares),
+            resource("/invoices/{invoice_id}/share/revoke", POST=share_views.revoke_shares),
             resource("/invoices/{invoice_id}/attachments", GET=attachment_views.attachment_list,
                      POST=attachment_views.upload),
             resource("/attachments/{attachment_id}", GET=attachment_views.download,
                      DELETE=attachment_views.delete),
             resource("/attachments/{attachment_id}/preview", GET=attachment_views.preview),
+            resource("/exports/invoices.csv", GET=export_views.invoices_csv),
+            resource("/exports/payments.csv", GET=export_views.payments_csv),
+            resource("/customers", GET=customer_views.customer_list,
+                     POST=customer_views.create_customer),
+            # Before `{customer_id}`, which would take `picker` for an id.
+            resource("/customers/picker", GET=customer_views.picker,
+                     POST=customer_views.picker_create),
+            resource("/customers/{customer_id}", GET=customer_views.customer_page,
+                     PATCH=customer_views.edit_customer, DELETE=customer_views.delete_customer),
+            resource("/customers/{customer_id}/edit", POST=customer_views.edit_customer),
+            resource("/customers/{customer_id}/delete", POST=customer_views.delete_customer),
             resource("/settings", GET=profile_views.settings_page,
                      POST=profile_views.save_settings),
+            resource("/settings/logo", GET=profile_views.logo),
             resource("/review", GET=web.review),
             resource("/leases/{lease_id}/apply", POST=web.apply_lease),
             resource("/leases/{lease_id}/cancel", POST=web.cancel_lease),

@@ -39,6 +39,12 @@ REFUSALS: dict[str, tuple[int, str]] = {
         409, "This draft changed since you opened it. Reload it and make your change again."),
     "invoice_not_issued": (409, "This invoice is still a draft; it has no document yet."),
     "not_creditable": (409, "A credit note cannot itself be credited; credit the invoice."),
+    "sending_not_configured": (
+        409, "This studio cannot send email yet: whoever runs it sets STUDIO_SMTP_URL (the mail"
+             " server) and STUDIO_MAIL_FROM (the address emails come from), then restarts it."
+             " Until then, download the PDF and email it yourself."),
+    "nothing_due": (409, "Nothing is left to pay on this invoice, so there is nothing to remind"
+                         " the customer of."),
     "credit_note_not_payable": (
         409, "A credit note is not paid; record the payment on the invoice it corrects."),
     "customer_changed": (
@@ -60,6 +66,15 @@ REFUSALS: dict[str, tuple[int, str]] = {
              " again."),
     "invalid_client_key": (422, "The client key must be 1 to 100 characters."),
     "invalid_limit": (422, "The limit must be a whole number from 1 to 500."),
+    "invalid_recipient": (
+        422, "Write each address on one line, like name@example.com; separate copies with"
+             " commas."),
+    "recipient_missing": (
+        422, "This customer has no email address on file; write the address to send to."),
+    "invalid_subject": (422, "The subject must be one line of at most 200 characters."),
+    "invalid_message": (422, "The message must be text of at most 10,000 characters."),
+    "invalid_date": (
+        422, "Dates must be written like 2026-12-31, the first not after the last."),
     "invalid_email": (422, "The email must be an address like name@example.com."),
     "invalid_country": (
         422, "The country must be a two-letter ISO 3166 code such as DE, FR or US."),

@@ -62,6 +62,13 @@ class Settings:
     # Distinct stored bytes per actor: the same file attached twice counts once.
     max_storage_per_actor: int = 1024 ** 3
     max_attachments_per_invoice: int = 50
+    # How long a share link opens its invoice, in days.
+    share_link_days: float = 90.0
+    # smtp://user:pass@host:587 (STARTTLS when offered) or smtps://...; unset: no sending.
+    smtp_url: str = field(default="", repr=False)
+    mail_from: str = ""
+    # A send the mail server could not take yet is tried again after 1, 2, 4 ... s, at most this.
+    send_retry_cap_seconds: float = 30.0
 
     @property
     def files(self) -> Path:
@@ -111,7 +118,28 @@ def from_environment(env: dict[str, str] | None = None) -> Settings:
         or 1024 ** 3,
         max_attachments_per_invoice=int(
             _number(env, "STUDIO_MAX_ATTACHMENTS_PER_INVOICE", 50)) or 50,
+        share_link_days=_number(env, "STUDIO_SHARE_LINK_DAYS", 90.0) or 90.0,
+        **_mail(env),
     )
+
+
+def _mail(env: dict[str, str]) -> dict[str, object]:
+    """The mail server and sender, checked now: a studio that cannot send says so at start."""
+    from studio.mail import MailSettingError, mail_server, sender_address
+
+    url, mail_from = env.get("STUDIO_SMTP_URL", "").strip(), env.get("STUDIO_MAIL_FROM", "").strip()
+    cap = _number(env, "STUDIO_SEND_RETRY_CAP_SECONDS", 30.0) or 30.0
+    if not url:
+        return {"send_retry_cap_seconds": cap}
+    if not mail_from:
+        raise SystemExit("STUDIO_SMTP_URL is set, so STUDIO_MAIL_FROM must name the address"
+                         " emails come from, such as billing@example.com")
+    try:
+        mail_server(url)
+        sender_address(mail_from)
+    except MailSettingError as error:
+        raise SystemExit(str(error)) from None
+    return {"smtp_url": url, "mail_from": mail_from, "send_retry_cap_seconds": cap}
 
 
 def _choice(env: dict[str, str], name: str, allowed: tuple[str, ...]) -> str:

@@ -12,8 +12,20 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from studio import bindings, documents, invoices, leases, money, paging, profiles
+from studio import (
+    bindings,
+    documents,
+    finding,
+    invoices,
+    leases,
+    money,
+    paging,
+    payments,
+    profiles,
+    shares,
+)
 from studio.errors import Refusal
+from studio.views import sending
 from studio.web import (
     PRIVATE,
     answer,
@@ -26,7 +38,7 @@ from studio.web import (
     studio_of,
 )
 
-LINE_FIELDS = ("description", "quantity", "unit_price", "tax_rate")
+LINE_FIELDS = ("description", "quantity", "unit_price", "discount_percent", "tax_rate")
 
 
 def line_items_of(body: dict[str, Any]) -> dict[str, Any]:
@@ -37,22 +49,31 @@ def line_items_of(body: dict[str, Any]) -> dict[str, Any]:
     columns = [column if isinstance(column, list) else [column] for column in columns]
     lines = [dict(zip(LINE_FIELDS, values, strict=True))
              for values in zip_longest(*columns, fillvalue="")]
-    # A line left wholly blank in the form is not a line.
+    # A line left wholly blank in the form is not a line; a blank discount is no discount.
     lines = [line for line in lines if any(str(value).strip() for value in line.values())]
+    lines = [{name: value for name, value in line.items()
+              if name != "discount_percent" or str(value).strip()} for line in lines]
     return {**body, "line_items": lines}
 
 
 async def invoice_list(request: Request) -> Response:
-    """A page of the person's invoices, drafts first; `Link` names the next page."""
+    """A page of the person's invoices that match the filters, drafts first, each with what
+    it has paid and is due; the page adds what is outstanding and overdue per currency.
+    `Link` names the next page, filters kept."""
     actor = await current_actor(request)
     query = request.query_params
-    shown = paging.DEFAULT_LIMIT if answer_kind(request) == "json" else paging.PAGE_LIMIT
-    limit, after = paging.limit_of(query, shown), paging.cursor_of(query)
-    page = await invoices.list_invoices(studio_of(request).db, actor, limit, after)
+    as_json = answer_kind(request) == "json"
+    limit = paging.limit_of(query, paging.DEFAULT_LIMIT if as_json else paging.PAGE_LIMIT)
+    after, filters = paging.cursor_of(query), finding.filters_of(query)
+    found = await finding.find(studio_of(request).db, actor, filters, limit, after,
+                               with_totals=not as_json)
+    page = found.page
     onwards = paging.next_url(request.scope["path"], query, page.after)
     context = {"drafts": [i for i in page.items if i["status"] == "draft"],
                "issued": [i for i in page.items if i["status"] == "issued"],
-               "onwards": onwards, "first_page": after is None}
+               "onwards": onwards, "first_page": after is None, "filters": filters,
+               "totals": found.totals, "statuses": finding.STATUSES,
+               "newest": finding.first_page_url(request.scope["path"], query)}
     response = answer(request, page.items, template="invoices.html", context=context)
     response.headers.update(paging.link_header(onwards))
     return response
@@ -61,9 +82,10 @@ async def invoice_list(request: Request) -> Response:
 async def new_invoice_page(request: Request) -> Response:
     actor = await current_actor(request)
     seller = await profiles.get_profile(studio_of(request).db, actor)
-    blank = {"customer": "", "currency": "EUR", "due_date": "", "revision": 0,
+    blank = {"customer": "", "customer_id": None, "currency": "EUR", "due_date": "",
+             "supply_date": None, "notes": "", "revision": 0,
              "line_items": [{"description": "", "quantity": "1", "unit_price": "",
-                             "tax_rate": "0"}]}
+                             "discount_percent": "", "tax_rate": "0"}]}
     return render(request, "invoice_new.html", {"invoice": blank, "seller": seller,
                                                 "request_id": str(uuid.uuid4())})
 
@@ -85,8 +107,9 @@ async def totals_preview(request: Request) -> Response:
         field: request.query_params.getlist(field) for field in LINE_FIELDS})
     context: dict[str, Any] = {"problem": None}
     try:
-        context["preview"] = invoices.parse_draft(
-            {**body, "customer": "-", "due_date": "2000-01-01"})
+        preview = invoices.parse_draft({**body, "customer": "-", "due_date": "2000-01-01"})
+        context["preview"] = {**preview, "tax_breakdown": invoices.tax_breakdown(
+            json.loads(preview["line_items"]), preview["currency"])}
     except Refusal as refusal:
         context["problem"] = refusal.message
     return render(request, "_totals.html", context)
@@ -94,7 +117,8 @@ async def totals_preview(request: Request) -> Response:
 
 async def blank_line(request: Request) -> Response:
     await current_actor(request)
-    return render(request, "_line.html", {"line": {"quantity": "1", "tax_rate": "0"}})
+    return render(request, "_line.html", {"line": {"quantity": "1", "tax_rate": "0",
+                                                   "discount_percent": ""}})
 
 
 def with_prices_shown(invoice: dict[str, Any]) -> dict[str, Any]:
@@ -121,9 +145,18 @@ async def invoice_page(request: Request) -> Response:
         return JSONResponse(await invoices.get_invoice(db, actor, invoice_id), headers=PRIVATE)
     invoice = with_prices_shown(await invoices.get_document(db, actor, invoice_id))
     history = await leases.list_requests(db, actor, invoice_id, limit=20)
+    account = await payments.account_of(db, actor, invoice_id)
     # The credit-note form's id, for browsers without script (studio.js keeps its own).
     return render(request, "invoice.html", {"invoice": invoice, "history": history,
-                                            "request_id": str(uuid.uuid4())})
+                                            "request_id": str(uuid.uuid4()),
+                                            "account": account,
+                                            "payment_request_id": str(uuid.uuid4()),
+                                            "recorded": request.query_params.get("recorded"),
+                                            "voided": request.query_params.get("voided"),
+                                            "share_links": await shares.links_of(
+                                                db, actor.id, invoice_id),
+                                            **await sending.page_context(request, actor,
+                                                                         invoice_id)})
 
 
 async def edit_invoice(request: Request) -> Response:
@@ -153,9 +186,11 @@ async def issue_review(request: Request) -> Response:
     if invoice["status"] == "issued":
         return RedirectResponse(f"/invoices/{invoice_id}", status_code=303, headers=PRIVATE)
     seller = await profiles.get_profile(db, actor)
+    buyer = await db.read(invoices.buyer_of_draft, actor.id, invoice_id)
     frozen = {"revision": invoice["revision"]}
     data = {"request": frozen, "series": invoices.series_of(invoice["kind"])}
-    context = {"invoice": invoice, "seller": seller, "frozen_json": json.dumps(frozen),
+    context = {"invoice": invoice, "seller": seller, "buyer": buyer,
+               "frozen_json": json.dumps(frozen),
                "series": data["series"], "action": f"/invoices/{invoice_id}/issue"}
     return answer(request, data, template="issue_review.html", context=context)
 
@@ -180,9 +215,10 @@ async def credit_note(request: Request) -> Response:
 
 
 async def _issued_document(request: Request) -> dict[str, Any]:
+    """The issued invoice as its document shows it, the seller's logo included."""
     invoice_id = path_id(request, "invoice_id", "invoice_not_found")
     actor = await current_actor(request)
-    invoice = await invoices.get_document(studio_of(request).db, actor, invoice_id)
+    invoice = await invoices.get_document(studio_of(request).db, actor, invoice_id, logo=True)
     if invoice["status"] != "issued":
         raise Refusal("invoice_not_issued")
     return with_prices_shown(invoice)  # the PDF and the printable page read as the page does
@@ -203,6 +239,4 @@ async def invoice_pdf(request: Request) -> Response:
 
 async def printable(request: Request) -> Response:
     invoice = await _issued_document(request)
-    return render(request, "document.html", {"invoice": invoice, "shown": money.shown,
-                                             "title": documents.title_of(invoice),
-                                             "facts": documents.facts_of(invoice)})
+    return render(request, "document.html", documents.page_of(invoice))

@@ -1,0 +1,301 @@
+"""The e-invoice: an issued invoice as Factur-X / ZUGFeRD, EN 16931 profile.
+
+`xml_of` writes the invoice's UN/CEFACT Cross Industry Invoice (CII) XML from the same dict
+its PDF is rendered from, so the two carry the same number, dates, parties, tax per rate and
+totals. `facturx_pdf` embeds that XML into the kept PDF of the document with the factur-x
+library, which also makes it a PDF/A-3; the result is kept beside the PDF in
+`issued_documents` under a layout of its own, so it is built once.
+
+A credit note is type 381 with positive amounts (the type says they are credited) and names
+the invoice it credits. An invoice issued before buyers and full sellers were kept carries
+what it has: the buyer's name alone, and the seller's name, address and VAT ID.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from decimal import Decimal
+from typing import Any
+
+import facturx
+from lxml import etree
+
+from studio import documents, invoices, money
+from studio.db import Database
+from studio.errors import Refusal
+
+RSM = "urn:un:unece:uncefact:data:standard:CrossIndustryInvoice:100"
+RAM = "urn:un:unece:uncefact:data:standard:ReusableAggregateBusinessInformationEntity:100"
+UDT = "urn:un:unece:uncefact:data:standard:UnqualifiedDataType:100"
+QDT = "urn:un:unece:uncefact:data:standard:QualifiedDataType:100"
+NAMESPACES = {"rsm": RSM, "ram": RAM, "udt": UDT, "qdt": QDT}
+EN16931 = "urn:cen.eu:en16931:2017"
+# UNTDID 1001: commercial invoice, credit note.
+TYPE_CODES = {"invoice": "380", "credit_note": "381"}
+# UNTDID 4461: SEPA credit transfer.
+SEPA_CREDIT_TRANSFER = "58"
+# UN/ECE Recommendation 20: "one", a unit without a name of its own.
+UNIT = "C62"
+# The e-invoice's own layout, kept beside the document's: a change to either builds it anew.
+LAYOUT = "facturx-1"
+# The VAT ID prefix that is not the ISO country code.
+VAT_PREFIX_COUNTRY = {"EL": "GR"}
+
+
+def layout() -> str:
+    return f"{LAYOUT}+{documents.LAYOUT}"
+
+
+# --- the XML ---------------------------------------------------------------------------------
+
+
+def _el(parent: etree._Element, tag: str, text: str | None = None, **attributes: str
+        ) -> etree._Element:
+    prefix, name = tag.split(":")
+    element = etree.SubElement(parent, f"{{{NAMESPACES[prefix]}}}{name}", attributes)
+    if text is not None:
+        element.text = text
+    return element
+
+
+def _date(parent: etree._Element, tag: str, day: str, kind: str = "udt") -> None:
+    _el(_el(parent, tag), f"{kind}:DateTimeString", day.replace("-", ""), format="102")
+
+
+def _country(party: dict[str, Any]) -> str:
+    """The party's ISO 3166-1 country, or the one its VAT ID begins with."""
+    country = (party.get("country") or "").strip().upper()
+    vat_id = (party.get("vat_id") or "").strip().upper()
+    if not country and len(vat_id) > 2 and vat_id[:2].isalpha():
+        country = VAT_PREFIX_COUNTRY.get(vat_id[:2], vat_id[:2])
+    return country
+
+
+def _address(parent: etree._Element, party: dict[str, Any]) -> None:
+    """The address as typed, its last line as the city (a leading postcode apart: `10115
+    Berlin`), the lines before it as lines one to three. CII wants a country in every address,
+    so a party without one has none."""
+    country = _country(party)
+    if not country:
+        return
+    lines = [line.strip() for line in (party.get("address") or "").splitlines() if line.strip()]
+    address = _el(parent, "ram:PostalTradeAddress")
+    city = lines.pop() if len(lines) > 1 else None
+    postcode = None
+    if city and " " in city and any(ch.isdigit() for ch in city.split()[0]):
+        postcode, city = city.split(" ", 1)
+    if postcode:
+        _el(address, "ram:PostcodeCode", postcode)
+    if lines:
+        _el(address, "ram:LineOne", lines[0])
+    if len(lines) > 1:
+        _el(address, "ram:LineTwo", lines[1])
+    if len(lines) > 2:
+        _el(address, "ram:LineThree", ", ".join(lines[2:]))
+    if city:
+        _el(address, "ram:CityName", city.strip())
+    _el(address, "ram:CountryID", country)
+
+
+def _party(parent: etree._Element, tag: str, party: dict[str, Any]) -> None:
+    element = _el(parent, tag)
+    _el(element, "ram:Name", party.get("name") or "")
+    _address(element, party)
+    if party.get("email"):
+        _el(_el(element, "ram:URIUniversalCommunication"), "ram:URIID", party["email"],
+            schemeID="EM")
+    if party.get("vat_id"):
+        _el(_el(element, "ram:SpecifiedTaxRegistration"), "ram:ID", party["vat_id"],
+            schemeID="VA")
+    if party.get("tax_number"):
+        _el(_el(element, "ram:SpecifiedTaxRegistration"), "ram:ID", party["tax_number"],
+            schemeID="FC")
+
+
+def _category(rate: str) -> str:
+    """UNTDID 5305: standard rate, or zero rated."""
+    return "S" if Decimal(rate) else "Z"
+
+
+def _line_tax(parent: etree._Element, rate: str) -> None:
+    tax = _el(parent, "ram:ApplicableTradeTax")
+    _el(tax, "ram:TypeCode", "VAT")
+    _el(tax, "ram:CategoryCode", _category(rate))
+    _el(tax, "ram:RateApplicablePercent", rate)
+
+
+def _line(parent: etree._Element, number: int, line: dict[str, Any], currency: str) -> None:
+    item = _el(parent, "ram:IncludedSupplyChainTradeLineItem")
+    _el(_el(item, "ram:AssociatedDocumentLineDocument"), "ram:LineID", str(number))
+    _el(_el(item, "ram:SpecifiedTradeProduct"), "ram:Name", line["description"])
+    agreement = _el(item, "ram:SpecifiedLineTradeAgreement")
+    _el(_el(agreement, "ram:NetPriceProductTradePrice"), "ram:ChargeAmount",
+        str(line["unit_price"]))
+    _el(_el(item, "ram:SpecifiedLineTradeDelivery"), "ram:BilledQuantity",
+        str(line["quantity"]), unitCode=UNIT)
+    settlement = _el(item, "ram:SpecifiedLineTradeSettlement")
+    _line_tax(settlement, str(line["tax_rate"]))
+    discount = str(line.get("discount_percent") or "0")
+    if Decimal(discount):
+        gross = money.rounded(Decimal(line["quantity"]) * Decimal(line["unit_price"]), currency)
+        allowance = _el(settlement, "ram:SpecifiedTradeAllowanceCharge")
+        _el(_el(allowance, "ram:ChargeIndicator"), "udt:Indicator", "false")
+        _el(allowance, "ram:CalculationPercent", discount)
+        _el(allowance, "ram:BasisAmount", str(gross))
+        _el(allowance, "ram:ActualAmount", str(gross - Decimal(line["net"])))
+        _el(allowance, "ram:Reason", "Discount")
+    _el(_el(settlement, "ram:SpecifiedTradeSettlementLineMonetarySummation"),
+        "ram:LineTotalAmount", line["net"])
+
+
+def issue_date_of(invoice: dict[str, Any]) -> str:
+    return invoice.get("issue_date") or (invoice.get("issued_at") or "")[:10]
+
+
+def buyer_of(invoice: dict[str, Any]) -> dict[str, Any]:
+    return invoice.get("buyer") or {"name": invoice["customer"]}
+
+
+def tax_per_rate(invoice: dict[str, Any]) -> list[dict[str, str]]:
+    """Net and tax per rate, as the invoice's JSON gives them (`tax_breakdown`)."""
+    found = invoice.get("tax_breakdown") or invoice.get("tax_by_rate")
+    if found is not None:
+        return found
+    return invoices.tax_breakdown(invoice["line_items"], invoice["currency"])
+
+
+def xml_of(invoice: dict[str, Any]) -> bytes:
+    """The issued invoice or credit note as Factur-X EN 16931 CII XML, UTF-8."""
+    currency = invoice["currency"]
+    seller = invoice.get("seller") or {}
+    credit = invoice["kind"] == "credit_note"
+    issued_on = issue_date_of(invoice)
+    root = etree.Element(f"{{{RSM}}}CrossIndustryInvoice", nsmap=NAMESPACES)
+    context = _el(root, "rsm:ExchangedDocumentContext")
+    _el(_el(context, "ram:GuidelineSpecifiedDocumentContextParameter"), "ram:ID", EN16931)
+
+    document = _el(root, "rsm:ExchangedDocument")
+    _el(document, "ram:ID", invoice["number"])
+    _el(document, "ram:TypeCode", TYPE_CODES[invoice["kind"]])
+    _date(document, "ram:IssueDateTime", issued_on)
+    if invoice.get("notes"):
+        _el(_el(document, "ram:IncludedNote"), "ram:Content", invoice["notes"])
+
+    trade = _el(root, "rsm:SupplyChainTradeTransaction")
+    for number, line in enumerate(invoice["line_items"], start=1):
+        _line(trade, number, line, currency)
+
+    agreement = _el(trade, "ram:ApplicableHeaderTradeAgreement")
+    _party(agreement, "ram:SellerTradeParty", seller)
+    _party(agreement, "ram:BuyerTradeParty", buyer_of(invoice))
+
+    delivery = _el(trade, "ram:ApplicableHeaderTradeDelivery")
+    _date(_el(delivery, "ram:ActualDeliverySupplyChainEvent"), "ram:OccurrenceDateTime",
+          invoice.get("supply_date") or issued_on)
+
+    settlement = _el(trade, "ram:ApplicableHeaderTradeSettlement")
+    iban = "".join((seller.get("iban") or "").split())
+    if iban and not credit:
+        _el(settlement, "ram:PaymentReference", invoice["number"])
+    _el(settlement, "ram:InvoiceCurrencyCode", currency)
+    if iban and not credit:
+        means = _el(settlement, "ram:SpecifiedTradeSettlementPaymentMeans")
+        _el(means, "ram:TypeCode", SEPA_CREDIT_TRANSFER)
+        _el(_el(means, "ram:PayeePartyCreditorFinancialAccount"), "ram:IBANID", iban)
+        bic = "".join((seller.get("bic") or "").split())
+        if bic:
+            _el(_el(means, "ram:PayeeSpecifiedCreditorFinancialInstitution"), "ram:BICID", bic)
+    for rate in tax_per_rate(invoice):
+        tax = _el(settlement, "ram:ApplicableTradeTax")
+        _el(tax, "ram:CalculatedAmount", rate["tax"])
+        _el(tax, "ram:TypeCode", "VAT")
+        _el(tax, "ram:BasisAmount", rate["net"])
+        _el(tax, "ram:CategoryCode", _category(rate["rate"]))
+        _el(tax, "ram:RateApplicablePercent", rate["rate"])
+    if not credit:  # a credit note asks for no payment
+        terms = _el(settlement, "ram:SpecifiedTradePaymentTerms")
+        if seller.get("payment_terms"):
+            _el(terms, "ram:Description", seller["payment_terms"])
+        _date(terms, "ram:DueDateDateTime", invoice["due_date"])
+    summation = _el(settlement, "ram:SpecifiedTradeSettlementHeaderMonetarySummation")
+    _el(summation, "ram:LineTotalAmount", invoice["net"])
+    _el(summation, "ram:TaxBasisTotalAmount", invoice["net"])
+    _el(summation, "ram:TaxTotalAmount", invoice["tax"], currencyID=currency)
+    _el(summation, "ram:GrandTotalAmount", invoice["total"])
+    _el(summation, "ram:DuePayableAmount", invoice["total"])
+    if credit and invoice.get("credits_number"):
+        _el(_el(settlement, "ram:InvoiceReferencedDocument"), "ram:IssuerAssignedID",
+            invoice["credits_number"])
+    return etree.tostring(root, xml_declaration=True, encoding="UTF-8", pretty_print=True)
+
+
+# --- the PDF ---------------------------------------------------------------------------------
+
+
+def embed(pdf: bytes, xml: bytes, invoice: dict[str, Any]) -> bytes:
+    """The document's PDF as a PDF/A-3 with the XML inside, checked against the schema."""
+    title = documents.title_of(invoice)
+    seller = (invoice.get("seller") or {}).get("name") or ""
+    return facturx.generate_from_binary(
+        pdf, xml, flavor="factur-x", level="en16931", check_xsd=True, lang="en",
+        pdf_metadata={"author": seller, "title": title, "keywords": "Factur-X, Invoice",
+                      "subject": f"{title}, issued {issue_date_of(invoice)} by {seller}"})
+
+
+def _kept(db: sqlite3.Connection, invoice_id: str, frozen_sha256: str) -> bytes | None:
+    row = db.execute(
+        "SELECT content FROM issued_documents WHERE invoice_id = ? AND frozen_sha256 = ?"
+        " AND layout = ?", (invoice_id, frozen_sha256, layout())).fetchone()
+    return None if row is None else bytes(row[0])
+
+
+def _keep(db: sqlite3.Connection, invoice_id: str, frozen_sha256: str, content: bytes
+          ) -> bytes:
+    """Keep the bytes, unless another request kept its own first: then everyone gets those."""
+    db.execute(
+        "INSERT INTO issued_documents (invoice_id, frozen_sha256, layout, content, created_at)"
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (invoice_id, frozen_sha256, layout) DO NOTHING",
+        (invoice_id, frozen_sha256, layout(), content, time.time()))
+    kept = _kept(db, invoice_id, frozen_sha256)
+    assert kept is not None, "inserted or already there, inside this transaction"
+    return kept
+
+
+async def issued_document(db: Database, owner_id: str, invoice_id: str) -> dict[str, Any]:
+    """The owner's issued invoice as its document shows it, the seller's logo included; a
+    draft has no e-invoice yet."""
+    invoice = await db.read(invoices._document, owner_id, invoice_id, True)
+    if invoice is None:
+        raise Refusal("invoice_not_found")
+    if invoice["status"] != "issued":
+        raise Refusal("invoice_not_issued", "This invoice is still a draft; it has an e-invoice"
+                                            " once it is issued.")
+    return invoice
+
+
+async def document_pdf(db: Database, owner_id: str, invoice: dict[str, Any]) -> bytes:
+    """The document's own PDF, the one its download gives: kept, or rendered once and kept."""
+    from studio.views.invoices import with_prices_shown
+
+    kept = await documents.kept_pdf(db, owner_id, invoice["id"])
+    return kept[1] if kept else await documents.issued_pdf(db, with_prices_shown(invoice))
+
+
+async def facturx_pdf(db: Database, owner_id: str, invoice_id: str) -> bytes:
+    """The owner's issued invoice as a Factur-X PDF (a PDF/A-3 of its document with its CII
+    XML inside)."""
+    return await pdf_of(db, owner_id, await issued_document(db, owner_id, invoice_id))
+
+
+async def pdf_of(db: Database, owner_id: str, invoice: dict[str, Any]) -> bytes:
+    """The Factur-X PDF of the owner's issued invoice: kept, or built once and kept. The
+    embedding runs on a thread, off the event loop."""
+    key = (invoice["id"], invoice["frozen_sha256"])
+    kept = await db.read(_kept, *key)
+    if kept is not None:
+        return kept
+    pdf = await document_pdf(db, owner_id, invoice)
+    made = await asyncio.to_thread(embed, pdf, xml_of(invoice), invoice)
+    return await db.write(_keep, *key, made)

@@ -6,6 +6,7 @@ check it with the row locked.
 
 from __future__ import annotations
 
+import datetime as dt
 import sqlite3
 from decimal import Decimal
 from typing import Any
@@ -27,6 +28,15 @@ def standing(total: Decimal, credited: Decimal, paid: Decimal, currency: str) ->
             "amount_due": money.text(due, currency), "payment_status": status}
 
 
+def worked_out(db: sqlite3.Connection, invoice: Any) -> dict[str, str]:
+    """An issued invoice's balance from its facts, as `settle` keeps it."""
+    credited = _sum(db, "SELECT total FROM invoices WHERE credits = ? AND kind = 'credit_note'"
+                        " AND status = 'issued'", invoice["id"])
+    paid = _sum(db, "SELECT amount FROM payments WHERE invoice_id = ? AND voided_at IS NULL",
+                invoice["id"])
+    return standing(Decimal(invoice["total"]), credited, paid, invoice["currency"])
+
+
 def settle(db: sqlite3.Connection, invoice_id: str, now: float | None = None
            ) -> dict[str, Any] | None:
     """Work out an issued invoice's balance again and keep it; None for anything else (a
@@ -36,11 +46,7 @@ def settle(db: sqlite3.Connection, invoice_id: str, now: float | None = None
         " WHERE id = ? AND kind = 'invoice' AND status = 'issued'", (invoice_id,)).fetchone()
     if invoice is None:
         return None
-    credited = _sum(db, "SELECT total FROM invoices WHERE credits = ? AND kind = 'credit_note'"
-                        " AND status = 'issued'", invoice_id)
-    paid = _sum(db, "SELECT amount FROM payments WHERE invoice_id = ? AND voided_at IS NULL",
-                invoice_id)
-    fields = standing(Decimal(invoice["total"]), credited, paid, invoice["currency"])
+    fields = worked_out(db, invoice)
     db.execute(
         "INSERT INTO balances (invoice_id, owner_id, currency, due_date, amount_paid,"
         " amount_credited, amount_due, payment_status, updated_at) VALUES (:invoice_id,"
@@ -68,3 +74,33 @@ def settle_all(db: sqlite3.Connection) -> None:
     for row in db.execute("SELECT id FROM invoices WHERE kind = 'invoice'"
                           " AND status = 'issued'").fetchall():
         settle(db, row["id"])
+
+
+# --- what an invoice shows -------------------------------------------------------------------
+
+NO_STANDING = {"amount_paid": None, "amount_due": None, "payment_status": None, "overdue": None}
+
+
+def today(now: float | None = None) -> dt.date:
+    """Today's date (UTC) by the transaction's clock: the database's on PostgreSQL."""
+    return dt.datetime.fromtimestamp(clock(now), dt.UTC).date()
+
+
+def is_overdue(payment_status: str, due_date: str, now: float | None = None) -> bool:
+    """Not paid, and its due date is before today."""
+    return payment_status != "paid" and due_date < today(now).isoformat()
+
+
+def standing_of(db: sqlite3.Connection, invoice: Any, now: float | None = None
+                ) -> dict[str, Any]:
+    """`amount_paid`, `amount_due`, `payment_status` and `overdue` of an issued invoice, from
+    its kept balance; None each for a draft or a credit note, which are not paid."""
+    if invoice["status"] != "issued" or invoice["kind"] != "invoice":
+        return dict(NO_STANDING)
+    kept = db.execute("SELECT amount_paid, amount_due, payment_status FROM balances"
+                      " WHERE invoice_id = ?", (invoice["id"],)).fetchone()
+    # An invoice issued before its balance was first kept is worked out from its facts.
+    fields = dict(kept) if kept is not None else worked_out(db, invoice)
+    return {"amount_paid": fields["amount_paid"], "amount_due": fields["amount_due"],
+            "payment_status": fields["payment_status"],
+            "overdue": is_overdue(fields["payment_status"], invoice["due_date"], now)}

@@ -19,7 +19,7 @@ import uuid
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from studio import bindings, logs, metrics, money, paging
+from studio import balances, bindings, logs, metrics, money, paging, profiles
 from studio.auth import Actor
 from studio.db import Database, after_commit, clock, continue_legacy_series
 from studio.errors import Refusal
@@ -29,10 +29,17 @@ if TYPE_CHECKING:
     from studio.attachments import FileStore
 
 MAX_CUSTOMER = 200
+MAX_NOTES = 2000
 PREFIXES = {"invoice": "INV", "credit_note": "CN"}
 # What issuing freezes, and what the frozen SHA-256 covers.
 FROZEN = ("id", "owner_id", "kind", "credits", "number", "customer", "currency", "due_date",
           "line_items", "net", "tax", "total", "seller", "issued_at")
+# Frozen too, but hashed only when set: an invoice issued before they existed has none of
+# them, and its frozen SHA-256 still reads the same.
+FROZEN_WHEN_SET = ("customer_id", "buyer", "issue_date", "supply_date", "notes")
+# The buyer's details issuing copies from the customer: editing the customer later changes
+# no issued invoice.
+BUYER = ("name", "email", "address", "country", "vat_id")
 LISTED = ("id", "number", "status", "kind", "customer", "currency", "net", "tax", "total",
           "due_date", "summary", "issued_at")
 
@@ -46,13 +53,45 @@ def _customer(value: object) -> str:
     return value.strip()
 
 
-def _due_date(value: object) -> str:
+def _date(value: object, what: str) -> str:
     try:
         if not isinstance(value, str) or len(value) != 10:
             raise ValueError(value)
         return dt.date.fromisoformat(value).isoformat()
     except ValueError:
-        raise Refusal("invalid_body", "The due date must be a date like 2026-12-31.") from None
+        raise Refusal("invalid_body", f"The {what} must be a date like 2026-12-31.") from None
+
+
+def _due_date(value: object) -> str:
+    return _date(value, "due date")
+
+
+def _supply_date(value: object) -> str | None:
+    """When the goods or services were supplied, if the person says so (left out or blank:
+    not said)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return _date(value, "supply date")
+
+
+def _notes(value: object) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str) or len(value.strip()) > MAX_NOTES:
+        raise Refusal("invalid_body", f"The notes must be text of at most {MAX_NOTES:,}"
+                                      " characters.")
+    return value.replace("\r\n", "\n").strip()  # a form sends each line break as two
+
+
+def _customer_id(value: object) -> str | None:
+    """A customer's id as given (left out or blank: none); whose it is is checked in the
+    transaction that saves the draft."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str) or len(value) > 100:
+        raise Refusal("invalid_body", "The customer_id must be the id of one of your customers,"
+                                      " as text.")
+    return value.strip()
 
 
 def parse_draft(body: dict[str, Any], before: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -73,13 +112,34 @@ def parse_draft(body: dict[str, Any], before: dict[str, Any] | None = None) -> d
                                       f"corrects ({before['currency']}).")
     lines = money.parse_lines(given("line_items"))
     totals = money.totals(lines, currency)
+    customer_id = _customer_id(given("customer_id"))
+    # Naming a customer without a name: the name is the customer's, read when saved.
+    named_by_customer = customer_id is not None and "customer_id" in body \
+        and "customer" not in body
     return {
-        "customer": _customer(given("customer")),
+        "customer": None if named_by_customer else _customer(given("customer")),
+        "customer_id": customer_id,
         "currency": currency,
         "due_date": _due_date(given("due_date")),
+        "supply_date": _supply_date(given("supply_date")),
+        "notes": _notes(given("notes")),
         "line_items": json.dumps([line.as_json() for line in lines]),
         **totals.as_json(currency),
     }
+
+
+def _with_customer(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any]
+                   ) -> dict[str, Any]:
+    """The draft's fields with its customer checked as the actor's own (anyone else's is as
+    absent as a made-up id), and the customer's name where the draft gave none."""
+    if fields["customer_id"] is None:
+        return fields
+    found = db.execute("SELECT name FROM customers WHERE id = ? AND owner_id = ?",
+                       (fields["customer_id"], actor_id)).fetchone()
+    if found is None:
+        raise Refusal("customer_not_found", "That customer does not exist or is not yours; "
+                                            "choose one from your customers.")
+    return {**fields, "customer": fields["customer"] or found["name"]}
 
 
 def parse_revision(body: dict[str, Any]) -> int:
@@ -128,20 +188,39 @@ def _lines_with_nets(line_items: str, currency: str) -> list[dict[str, Any]]:
             for line, found in zip(lines, read, strict=True)]
 
 
+def tax_breakdown(line_items: list[dict[str, Any]], currency: str) -> list[dict[str, str]]:
+    """Net and tax per rate, in rate order, exact: they add up to the invoice's net and tax,
+    as each line is rounded once and the sums are of rounded lines."""
+    lines = [line for line in map(money.stored_line, line_items) if line]
+    return [{"rate": str(rate), "net": money.text(net, currency),
+             "tax": money.text(tax, currency)}
+            for rate, net, tax in money.add_up(lines, currency).by_rate]
+
+
 def as_json(db: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
-    """The invoice as the API speaks it, lines with their rounded net."""
+    """The invoice as the API speaks it, lines with their discount and rounded net, and the
+    tax per rate."""
     lines = json.loads(row["line_items"])
     if row["status"] != "deleted":
         lines = _lines_with_nets(row["line_items"], row["currency"])
-    return {
+    lines = [{**line, "discount_percent": str(line.get("discount_percent", "0"))}
+             for line in lines]
+    invoice = {
         "id": row["id"], "number": row["number"], "status": row["status"],
         "kind": row["kind"], "credits": row["credits"], "revision": row["revision"],
-        "customer": row["customer"], "currency": row["currency"], "due_date": row["due_date"],
+        "customer": row["customer"], "customer_id": row["customer_id"],
+        "buyer": json.loads(row["buyer"]) if row["buyer"] else None,
+        "currency": row["currency"], "issue_date": row["issue_date"],
+        "supply_date": row["supply_date"], "due_date": row["due_date"], "notes": row["notes"],
         "line_items": lines, "net": row["net"], "tax": row["tax"], "total": row["total"],
+        "tax_breakdown": tax_breakdown(json.loads(row["line_items"]), row["currency"]),
         "summary": row["summary"], "issued_at": timestamp(row["issued_at"]),
         "seller": json.loads(row["seller"]) if row["seller"] else None,
         "attachments": _attachments(db, row["id"]),
     }
+    # What has been paid and what is due (amount_paid, amount_due, payment_status, overdue):
+    invoice.update(balances.standing_of(db, row))
+    return invoice
 
 
 # The list: drafts newest first, then issued invoices newest first. Each part is a range of
@@ -197,8 +276,8 @@ def _one(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> dict[str, An
 
 def _with_corrections(db: sqlite3.Connection, actor_id: str, invoice_id: str
                       ) -> dict[str, Any] | None:
-    """An invoice for its page and its document: the invoice a credit note corrects, the
-    credit notes made from it, and its tax per rate."""
+    """An invoice for its page and its document: the invoice a credit note corrects and the
+    credit notes made from it."""
     invoice = _one(db, actor_id, invoice_id)
     if invoice is None:
         return None
@@ -209,12 +288,6 @@ def _with_corrections(db: sqlite3.Connection, actor_id: str, invoice_id: str
     invoice["credit_notes"] = [dict(row) for row in db.execute(
         "SELECT id, number, status, total FROM invoices WHERE credits = ? AND owner_id = ?"
         " AND status != 'deleted' ORDER BY created_at", (invoice_id, actor_id))]
-    lines = [line for line in map(money.stored_line, invoice["line_items"]) if line]
-    invoice["tax_by_rate"] = [
-        {"rate": str(rate), "net": money.text(net, invoice["currency"]),
-         "tax": money.text(tax, invoice["currency"])}
-        for rate, net, tax in money.add_up(lines, invoice["currency"]).by_rate
-    ]
     return invoice
 
 
@@ -237,10 +310,12 @@ def create_draft(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any],
 
     def make(invoice_id: str) -> None:
         db.execute(
-            "INSERT INTO invoices (id, owner_id, customer, currency, due_date, line_items, net,"
-            " tax, total, created_at, updated_at) VALUES (:id, :owner_id, :customer,"
-            " :currency, :due_date, :line_items, :net, :tax, :total, :now, :now)",
-            {**fields, "id": invoice_id, "owner_id": actor_id, "now": now},
+            "INSERT INTO invoices (id, owner_id, customer, customer_id, currency, due_date,"
+            " supply_date, notes, line_items, net, tax, total, created_at, updated_at)"
+            " VALUES (:id, :owner_id, :customer, :customer_id, :currency, :due_date,"
+            " :supply_date, :notes, :line_items, :net, :tax, :total, :now, :now)",
+            {**_with_customer(db, actor_id, fields), "id": invoice_id, "owner_id": actor_id,
+             "now": now},
         )
 
     if request_id is None:
@@ -272,10 +347,11 @@ def edit_draft(db: sqlite3.Connection, actor_id: str, invoice_id: str, revision:
     now = clock(now)
     row = _refuse_unless_draft(db, actor_id, invoice_id, revision)
     before = {**dict(row), "line_items": json.loads(row["line_items"])}
-    fields = parse_draft(body, before)
+    fields = _with_customer(db, actor_id, parse_draft(body, before))
     db.execute(
-        "UPDATE invoices SET customer = :customer, currency = :currency, due_date = :due_date,"
-        " line_items = :line_items, net = :net, tax = :tax, total = :total,"
+        "UPDATE invoices SET customer = :customer, customer_id = :customer_id,"
+        " currency = :currency, due_date = :due_date, supply_date = :supply_date,"
+        " notes = :notes, line_items = :line_items, net = :net, tax = :tax, total = :total,"
         " revision = revision + 1, updated_at = :now"
         " WHERE id = :id AND owner_id = :owner_id AND status = 'draft' AND revision = :revision",
         {**fields, "id": invoice_id, "owner_id": actor_id, "revision": revision, "now": now},
@@ -319,10 +395,11 @@ def make_credit_note(db: sqlite3.Connection, actor_id: str, invoice_id: str,
 
     def make(note_id: str) -> None:
         db.execute(
-            "INSERT INTO invoices (id, owner_id, kind, credits, customer, currency, due_date,"
-            " line_items, net, tax, total, created_at, updated_at)"
-            " SELECT ?, owner_id, 'credit_note', id, customer, currency, ?, line_items, net,"
-            " tax, total, ?, ? FROM invoices WHERE id = ?",
+            "INSERT INTO invoices (id, owner_id, kind, credits, customer, customer_id,"
+            " currency, due_date, supply_date, line_items, net, tax, total, created_at,"
+            " updated_at)"
+            " SELECT ?, owner_id, 'credit_note', id, customer, customer_id, currency, ?,"
+            " supply_date, line_items, net, tax, total, ?, ? FROM invoices WHERE id = ?",
             (note_id, dt.datetime.fromtimestamp(now, dt.UTC).date().isoformat(), now, now,
              invoice_id),
         )
@@ -346,6 +423,9 @@ def frozen_sha256(db: sqlite3.Connection, fields: dict[str, Any],
     content = {name: fields[name] for name in FROZEN}
     content["line_items"] = json.loads(fields["line_items"])
     content["seller"] = json.loads(fields["seller"]) if fields["seller"] else None
+    content.update({name: fields[name] for name in FROZEN_WHEN_SET if fields.get(name)})
+    if "buyer" in content:
+        content["buyer"] = json.loads(content["buyer"])
     content["attachments"] = [
         {"sha256": item["sha256"], "filename": item["filename"]}
         for item in (_attachments(db, fields["id"]) if attachments is None else attachments)
@@ -353,13 +433,22 @@ def frozen_sha256(db: sqlite3.Connection, fields: dict[str, Any],
     return bindings.fingerprint(content)
 
 
-def _seller(db: sqlite3.Connection, actor_id: str) -> dict[str, str]:
-    row = db.execute("SELECT name, address, vat_id FROM profiles WHERE actor_id = ?",
-                     (actor_id,)).fetchone()
-    if row is None or not row["name"].strip():
-        raise Refusal("invoice_incomplete", "Add your business name in Settings before issuing: "
-                                            "it is printed on the invoice as the seller.")
-    return {"name": row["name"], "address": row["address"], "vat_id": row["vat_id"]}
+def _buyer(db: sqlite3.Connection, draft: sqlite3.Row) -> dict[str, str]:
+    """The buyer as issuing freezes it: the customer's details as they are now, under the
+    name the draft gives; a draft without a customer has a name alone."""
+    found = None
+    if draft["customer_id"] is not None:
+        found = db.execute(f"SELECT {', '.join(BUYER)} FROM customers WHERE id = ?"
+                           " AND owner_id = ?", (draft["customer_id"], draft["owner_id"])
+                           ).fetchone()
+    if found is None:
+        return {"name": draft["customer"]}
+    return {**{name: found[name] for name in BUYER}, "name": draft["customer"]}
+
+
+def buyer_of_draft(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> dict[str, str]:
+    """The buyer that issuing the draft now would keep, for the review step."""
+    return _buyer(db, owned(db, actor_id, invoice_id))
 
 
 def credited_so_far(db: sqlite3.Connection, invoice_id: str) -> Decimal:
@@ -414,21 +503,28 @@ def issue(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: st
 
     def make(_: str) -> None:
         row = _refuse_unless_draft(db, actor_id, invoice_id, revision)
-        seller = _seller(db, actor_id)
+        seller = profiles.seller_snapshot(db, actor_id)
         if row["kind"] == "credit_note":
             _refuse_excess_credit(db, row)
-        year = dt.datetime.fromtimestamp(now, dt.UTC).year
-        sequence = next_number(db, actor_id, row["kind"], year)
-        fields = {**dict(row), "number": f"{series_of(row['kind'], year)}-{sequence:04d}",
-                  "seller": json.dumps(seller, sort_keys=True), "issued_at": now}
+        issued_on = dt.datetime.fromtimestamp(now, dt.UTC).date()
+        sequence = next_number(db, actor_id, row["kind"], issued_on.year)
+        fields = {**dict(row), "number": f"{series_of(row['kind'], issued_on.year)}-"
+                                         f"{sequence:04d}",
+                  "seller": json.dumps(seller, sort_keys=True),
+                  "buyer": json.dumps(_buyer(db, row), sort_keys=True),
+                  "issue_date": issued_on.isoformat(), "issued_at": now}
         changed = db.execute(
             "UPDATE invoices SET status = 'issued', number = ?, series_year = ?, sequence = ?,"
-            " seller = ?, issued_at = ?, frozen_sha256 = ?, updated_at = ?"
-            " WHERE id = ? AND owner_id = ? AND status = 'draft' AND revision = ?",
-            (fields["number"], year, sequence, fields["seller"], now,
-             frozen_sha256(db, fields), now, invoice_id, actor_id, revision),
+            " seller = ?, buyer = ?, issue_date = ?, issued_at = ?, frozen_sha256 = ?,"
+            " updated_at = ? WHERE id = ? AND owner_id = ? AND status = 'draft'"
+            " AND revision = ?",
+            (fields["number"], issued_on.year, sequence, fields["seller"], fields["buyer"],
+             fields["issue_date"], now, frozen_sha256(db, fields), now, invoice_id, actor_id,
+             revision),
         ).rowcount
         assert changed == 1, "checked above inside this same transaction"
+        # What is left to pay: the new invoice's whole total, or the credited invoice's less.
+        balances.settle(db, row["credits"] or invoice_id, now)
         logs.state_change("invoice", invoice_id, actor_id, "draft", "issued", "issued",
                           number=fields["number"])
         receipt.update(invoice_id=invoice_id, number=fields["number"], status="issued",
@@ -490,17 +586,30 @@ async def get_invoice(db: Database, actor: Actor, invoice_id: str) -> dict[str, 
     return found
 
 
-def _document(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> dict[str, Any] | None:
-    """The invoice as its document shows it, and the frozen hash its kept PDF is filed by."""
+def _logo(db: sqlite3.Connection, actor_id: str, seller: dict[str, Any] | None
+          ) -> bytes | None:
+    """The bytes of the logo the seller had when the invoice was issued, if any."""
+    sha256 = (seller or {}).get("logo_sha256")
+    read = getattr(profiles, "logo", None)  # (content type, bytes) or None
+    found = read(db, actor_id, sha256) if sha256 and read else None
+    return bytes(found[1]) if found else None
+
+
+def _document(db: sqlite3.Connection, actor_id: str, invoice_id: str, logo: bool = False
+              ) -> dict[str, Any] | None:
+    """The invoice as its document shows it, the frozen hash its kept PDF is filed by, and
+    when asked the seller's logo (the document's bytes travel to the renderer whole)."""
     found = _with_corrections(db, actor_id, invoice_id)
     if found is not None:
         found["frozen_sha256"] = db.execute("SELECT frozen_sha256 FROM invoices WHERE id = ?",
                                             (invoice_id,)).fetchone()[0]
+        found["logo"] = _logo(db, actor_id, found["seller"]) if logo else None
     return found
 
 
-async def get_document(db: Database, actor: Actor, invoice_id: str) -> dict[str, Any]:
-    found = await db.read(_document, actor.id, invoice_id)
+async def get_document(db: Database, actor: Actor, invoice_id: str, logo: bool = False
+                       ) -> dict[str, Any]:
+    found = await db.read(_document, actor.id, invoice_id, logo)
     if found is None:
         raise Refusal("invoice_not_found")
     return found

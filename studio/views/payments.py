@@ -1,0 +1,49 @@
+"""Payment handlers: record a payment on an issued invoice, list them, void one."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+
+from studio import bindings, payments
+from studio.web import (
+    PRIVATE,
+    answer_kind,
+    current_actor,
+    moved_to,
+    path_id,
+    read_body,
+    studio_of,
+)
+
+
+async def record(request: Request) -> Response:
+    invoice_id = path_id(request, "invoice_id", "invoice_not_found")
+    body = await read_body(request)
+    actor = await current_actor(request)
+    request_id = bindings.parse_request_id(body)
+    fields = payments.parse_payment(body)
+    payment, created = await studio_of(request).db.write(
+        payments.record_payment, actor.id, invoice_id, request_id, fields)
+    # A new address after each payment: the next visit's form mints a new id of its own.
+    return moved_to(request, f"/invoices/{invoice_id}?recorded={payment['id']}", payment,
+                    201 if created else 200)
+
+
+async def payment_list(request: Request) -> Response:
+    """JSON: the invoice's payments; a browser sees them on the invoice's page."""
+    invoice_id = path_id(request, "invoice_id", "invoice_not_found")
+    actor = await current_actor(request)
+    listed = await payments.list_payments(studio_of(request).db, actor, invoice_id)
+    if answer_kind(request) == "json":
+        return JSONResponse(listed, headers=PRIVATE)
+    return RedirectResponse(f"/invoices/{invoice_id}#payments", status_code=303,
+                            headers=PRIVATE)
+
+
+async def void(request: Request) -> Response:
+    payment_id = path_id(request, "payment_id", "payment_not_found")
+    await read_body(request)
+    actor = await current_actor(request)
+    payment = await studio_of(request).db.write(payments.void_payment, actor.id, payment_id)
+    return moved_to(request, f"/invoices/{payment['invoice_id']}?voided={payment_id}", payment)

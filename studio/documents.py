@@ -2,9 +2,14 @@
 once per issued invoice in a process of its own and kept in the database.
 
 The text face is the vendored DejaVu Sans, so any customer or line text a person can type
-prints as typed. The printable HTML view (`templates/document.html`) shows the same facts.
-A credit note says it is one, names the invoice it credits, shows its amounts as credit and
-has no due date.
+prints as typed. The document carries what Directive 2006/112/EC article 226 asks of a VAT
+invoice: number, issue and supply dates, both parties' names, addresses, countries and VAT
+IDs, the lines with their discounts, net and tax per rate, the total; and what a buyer needs
+to pay it: due date, payment terms, bank details and, for EUR, an EPC QR code (the European
+Payments Council's SEPA credit-transfer code, which banking apps scan to fill in the
+transfer). The printable HTML view (`templates/document.html`) shows the same facts, from the
+same functions below. A credit note says it is one, names the invoice it credits, shows its
+amounts as credit and has no due date and nothing to pay.
 
 Why another process: fpdf2 holds the GIL for the whole render (a 200-line invoice takes a
 while), so a thread of the serving process, the writer's included, would stall the event
@@ -15,6 +20,9 @@ changes, so its bytes are kept under its frozen hash and every later download is
 from __future__ import annotations
 
 import asyncio
+import base64
+import datetime as dt
+import io
 import multiprocessing
 import os
 import sqlite3
@@ -24,7 +32,10 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
+import filetype
+from babel import Locale
 from fpdf import FPDF
+from segno import QRCode, helpers
 
 from studio import assets
 from studio.db import Database
@@ -33,9 +44,12 @@ from studio.money import shown
 FONTS = assets.folder("static") / "fonts"
 TITLES = {"invoice": "Invoice", "credit_note": "Credit note"}
 # The document's layout; a new one renders kept documents again (they are keyed by it).
-LAYOUT = "pdf-2"
+LAYOUT = "pdf-3"
 # Half the cores: the serving process keeps the rest.
 RENDERERS = max(1, (os.cpu_count() or 2) // 2)
+# What the EPC QR code can carry (the EPC069-12 guidelines): a name of 70 characters, an
+# amount of 0.01 to 999,999,999.99 euro.
+EPC_NAME = 70
 
 _renderers: ProcessPoolExecutor | None = None
 # The renders under way in this process, so concurrent first downloads wait for one.
@@ -57,54 +71,162 @@ def as_credit(amount: str, invoice: dict[str, Any]) -> str:
     return amount[1:] if amount.startswith("-") else f"-{amount}"
 
 
+def issue_date_of(invoice: dict[str, Any]) -> str:
+    """The date of issue: kept since invoices had one, else the day of the issue time."""
+    return invoice.get("issue_date") or (invoice["issued_at"] or "")[:10]
+
+
 def facts_of(invoice: dict[str, Any]) -> list[tuple[str, str]]:
     """The dates and references at the top of the document."""
+    supply = [("Date of supply", invoice["supply_date"])] if invoice.get("supply_date") else []
     if is_credit(invoice):
         return [("Credits invoice", invoice.get("credits_number") or ""),
-                ("Issued", (invoice["issued_at"] or "")[:10])]
-    return [("Issued", (invoice["issued_at"] or "")[:10]), ("Due", invoice["due_date"])]
+                ("Issued", issue_date_of(invoice)), *supply]
+    return [("Issued", issue_date_of(invoice)), *supply, ("Due", invoice["due_date"])]
+
+
+def country_name(code: str) -> str:
+    """An ISO 3166-1 code as its English name (DE: Germany); an unknown code as written."""
+    return Locale("en").territories.get(code.upper(), code) if code else ""
+
+
+def party_lines(party: dict[str, Any] | None) -> list[str]:
+    """A seller or buyer as the document names them: name, address, country, VAT ID and the
+    seller's tax number, each only when known."""
+    party = party or {}
+    lines = [party.get("name") or "", *(party.get("address") or "").splitlines(),
+             country_name(party.get("country") or "")]
+    if party.get("vat_id"):
+        lines.append(f"VAT ID {party['vat_id']}")
+    if party.get("tax_number"):
+        lines.append(f"Tax number {party['tax_number']}")
+    if party.get("email"):
+        lines.append(party["email"])
+    return [line for line in lines if line.strip()]
+
+
+def buyer_of(invoice: dict[str, Any]) -> dict[str, Any]:
+    """The buyer kept at issue; one issued before buyers were kept has its name alone."""
+    return invoice.get("buyer") or {"name": invoice["customer"]}
+
+
+def payment_lines(invoice: dict[str, Any]) -> list[str]:
+    """How to pay: the seller's terms, the days given and the date, the bank account. A
+    credit note asks for nothing."""
+    if is_credit(invoice):
+        return []
+    seller = invoice["seller"] or {}
+    lines = [seller["payment_terms"]] if seller.get("payment_terms") else []
+    try:
+        days = (dt.date.fromisoformat(invoice["due_date"])
+                - dt.date.fromisoformat(issue_date_of(invoice))).days
+    except ValueError:
+        days = -1
+    if days > 0:
+        lines.append(f"Payment within {days} days, by {invoice['due_date']}.")
+    else:
+        lines.append(f"Payment by {invoice['due_date']}.")
+    if seller.get("iban"):
+        lines.append(f"IBAN {seller['iban']}")
+    if seller.get("bic"):
+        lines.append(f"BIC {seller['bic']}")
+    return lines
+
+
+def has_discounts(invoice: dict[str, Any]) -> bool:
+    return any(line.get("discount_percent", "0").strip("0.") for line in invoice["line_items"])
+
+
+def payment_qr(invoice: dict[str, Any]) -> QRCode | None:
+    """The EPC QR code for paying an EUR invoice into the seller's IBAN: its total, its
+    number as the transfer's text. None for a credit note, another currency, no IBAN, or an
+    amount the code cannot carry."""
+    seller = invoice["seller"] or {}
+    if is_credit(invoice) or invoice["currency"] != "EUR" or not seller.get("iban"):
+        return None
+    try:
+        return helpers.make_epc_qr(
+            name=seller["name"][:EPC_NAME], iban="".join(seller["iban"].split()),
+            amount=invoice["total"], text=invoice["number"],
+            bic="".join((seller.get("bic") or "").split()) or None)
+    except ValueError:
+        return None
+
+
+def qr_data_uri(invoice: dict[str, Any]) -> str | None:
+    """The payment QR code for the printable page, as an SVG data URI."""
+    code = payment_qr(invoice)
+    return None if code is None else code.svg_data_uri(scale=4, border=2)
+
+
+def logo_data_uri(invoice: dict[str, Any]) -> str | None:
+    """The seller's logo for the printable page, as a data URI of its own image type."""
+    logo = invoice.get("logo")
+    kind = filetype.guess_mime(logo) if logo else None
+    if not logo or not kind or not kind.startswith("image/"):
+        return None
+    return f"data:{kind};base64,{base64.b64encode(logo).decode()}"
+
+
+def page_of(invoice: dict[str, Any]) -> dict[str, Any]:
+    """What `templates/document.html` shows, from the same functions as the PDF."""
+    return {"invoice": invoice, "shown": shown, "title": title_of(invoice),
+            "facts": facts_of(invoice), "seller_lines": party_lines(invoice["seller"]),
+            "buyer_lines": party_lines(buyer_of(invoice)),
+            "payment_lines": payment_lines(invoice), "qr": qr_data_uri(invoice),
+            "logo": logo_data_uri(invoice)}
+
+
+def _heading(pdf: FPDF, text: str, width: float, **where: Any) -> None:
+    pdf.set_font("Sans", "B", 10)
+    pdf.cell(width, 6, text, **where)
+    pdf.set_font("Sans", "", 10)
 
 
 def render_pdf(invoice: dict[str, Any], fonts: Path = FONTS) -> bytes:
-    """Number, issue date, the frozen seller, customer, lines, tax per rate and totals; for a
-    credit note, the invoice it corrects."""
+    """The whole document (see the module's docstring). Rendering the same issued invoice
+    again gives the same bytes: its creation date is its issue time."""
     currency = invoice["currency"]
     pdf = FPDF(format="A4")
     pdf.set_title(title_of(invoice))
     pdf.set_creator("Studio")
+    if invoice.get("issued_at"):
+        pdf.set_creation_date(dt.datetime.fromisoformat(invoice["issued_at"]))
     pdf.add_font("Sans", "", str(fonts / "DejaVuSans.ttf"))
     pdf.add_font("Sans", "B", str(fonts / "DejaVuSans-Bold.ttf"))
     pdf.set_auto_page_break(auto=True, margin=18)
     pdf.add_page()
     width = pdf.epw
 
+    if invoice.get("logo"):
+        try:
+            pdf.image(io.BytesIO(invoice["logo"]), x=pdf.l_margin + width - 50, y=pdf.t_margin,
+                      w=50, h=20, keep_aspect_ratio=True)
+        except Exception:  # a logo fpdf2 cannot read leaves the rest of the document whole
+            pass
     pdf.set_font("Sans", "B", 18)
-    pdf.cell(width, 10, title_of(invoice), new_x="LMARGIN", new_y="NEXT")
+    pdf.cell(width - 55, 10, title_of(invoice), new_x="LMARGIN", new_y="NEXT")
     pdf.set_font("Sans", "", 10)
     for label, value in facts_of(invoice):
         pdf.cell(40, 6, label)
-        pdf.cell(width - 40, 6, value, new_x="LMARGIN", new_y="NEXT")
-    pdf.ln(4)
+        pdf.cell(width - 95, 6, value, new_x="LMARGIN", new_y="NEXT")
+    pdf.set_y(max(pdf.get_y(), pdf.t_margin + 22) + 4)
 
-    seller = invoice["seller"] or {}
     top = pdf.get_y()
-    pdf.set_font("Sans", "B", 10)
-    pdf.cell(width / 2, 6, "From", new_x="LMARGIN", new_y="NEXT")
-    pdf.set_font("Sans", "", 10)
-    seller_lines = [seller.get("name", ""), *seller.get("address", "").splitlines()]
-    if seller.get("vat_id"):
-        seller_lines.append(f"VAT ID {seller['vat_id']}")
-    pdf.multi_cell(width / 2 - 4, 5, "\n".join(line for line in seller_lines if line))
+    _heading(pdf, "From", width / 2, new_x="LMARGIN", new_y="NEXT")
+    pdf.multi_cell(width / 2 - 4, 5, "\n".join(party_lines(invoice["seller"])))
     bottom = pdf.get_y()
     pdf.set_xy(pdf.l_margin + width / 2, top)
-    pdf.set_font("Sans", "B", 10)
-    pdf.cell(width / 2, 6, "Bill to", new_x="LEFT", new_y="NEXT")
-    pdf.set_font("Sans", "", 10)
-    pdf.multi_cell(width / 2, 5, invoice["customer"])
+    _heading(pdf, "Bill to", width / 2, new_x="LEFT", new_y="NEXT")
+    pdf.multi_cell(width / 2, 5, "\n".join(party_lines(buyer_of(invoice))))
     pdf.set_y(max(bottom, pdf.get_y()) + 6)
 
+    discounts = has_discounts(invoice)
     columns = [("Item", 0.46, "L"), ("Qty", 0.1, "R"), ("Unit price", 0.16, "R"),
                ("Tax", 0.1, "R"), ("Net", 0.18, "R")]
+    if discounts:
+        columns[0] = ("Item", 0.36, "L")
+        columns.insert(3, ("Discount", 0.1, "R"))
     pdf.set_font("Sans", "B", 10)
     for name, share, align in columns:
         pdf.cell(width * share, 7, name, border="B", align=align)
@@ -113,23 +235,64 @@ def render_pdf(invoice: dict[str, Any], fonts: Path = FONTS) -> bytes:
     for line in invoice["line_items"]:
         values = [line["description"], line["quantity"], line["unit_price"],
                   f"{line['tax_rate']} %", shown(as_credit(line["net"], invoice), currency)]
+        if discounts:
+            discount = line.get("discount_percent", "0")
+            values.insert(3, f"{discount} %" if discount.strip("0.") else "")
         for (_, share, align), value in zip(columns, values, strict=True):
             pdf.cell(width * share, 7, value, align=align)
         pdf.ln()
     pdf.ln(3)
 
-    label_width, amount_width = width * 0.82, width * 0.18
-    for rate in invoice["tax_by_rate"]:
-        on = shown(as_credit(rate["net"], invoice), currency)
-        pdf.cell(label_width, 6, f"Tax {rate['rate']} % on {on}", align="R")
+    # The tax table: per rate, the net it is on and the tax (Directive 2006/112/EC, art. 226).
+    label_width, amount_width = width * 0.64, width * 0.18
+    pdf.set_font("Sans", "B", 10)
+    for name, cell_width in (("Tax rate", label_width), ("Net", amount_width),
+                             ("Tax", amount_width)):
+        pdf.cell(cell_width, 6, name, border="B", align="R")
+    pdf.ln()
+    pdf.set_font("Sans", "", 10)
+    for rate in invoice["tax_breakdown"]:
+        pdf.cell(label_width, 6, f"{rate['rate']} %", align="R")
+        pdf.cell(amount_width, 6, shown(as_credit(rate["net"], invoice), currency), align="R")
         pdf.cell(amount_width, 6, shown(as_credit(rate["tax"], invoice), currency), align="R",
                  new_x="LMARGIN", new_y="NEXT")
+    pdf.ln(2)
     total = "Total credited" if is_credit(invoice) else "Total"
+    label_width = width * 0.82
     for label, key in (("Net", "net"), ("Tax", "tax"), (total, "total")):
         pdf.set_font("Sans", "B" if key == "total" else "", 11 if key == "total" else 10)
         pdf.cell(label_width, 7, f"{label} ({currency})", align="R")
         pdf.cell(amount_width, 7, shown(as_credit(invoice[key], invoice), currency), align="R",
                  new_x="LMARGIN", new_y="NEXT")
+    pdf.set_font("Sans", "", 10)
+
+    paying = payment_lines(invoice)
+    if paying:
+        pdf.ln(4)
+        code = payment_qr(invoice)
+        if code is not None and pdf.get_y() + 40 > pdf.page_break_trigger:
+            pdf.add_page()  # the code and the terms beside it stay on one page
+        top = pdf.get_y()
+        _heading(pdf, "Payment", width, new_x="LMARGIN", new_y="NEXT")
+        pdf.multi_cell(width - 40, 5, "\n".join(paying), new_x="LMARGIN", new_y="NEXT")
+        if code is not None:
+            png = io.BytesIO()
+            code.save(png, kind="png", scale=4, border=2)
+            pdf.image(png, x=pdf.l_margin + width - 32, y=top, w=32, h=32)
+            pdf.set_xy(pdf.l_margin + width - 32, top + 32)
+            pdf.set_font("Sans", "", 7)
+            pdf.cell(32, 4, "Scan to pay", align="C", new_x="LMARGIN", new_y="NEXT")
+            pdf.set_font("Sans", "", 10)
+            pdf.set_y(max(pdf.get_y(), top + 38))
+    if invoice.get("notes"):
+        pdf.ln(4)
+        _heading(pdf, "Notes", width, new_x="LMARGIN", new_y="NEXT")
+        pdf.multi_cell(width, 5, invoice["notes"], new_x="LMARGIN", new_y="NEXT")
+    footer = (invoice["seller"] or {}).get("footer")
+    if footer:
+        pdf.ln(6)
+        pdf.set_font("Sans", "", 8)
+        pdf.multi_cell(width, 4, footer, align="C", new_x="LMARGIN", new_y="NEXT")
     return bytes(pdf.output())
 
 

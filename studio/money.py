@@ -2,6 +2,7 @@
 
 No float ever holds an amount. Each line is rounded half-up to the currency's minor units
 (two for EUR, none for JPY, three for KWD), and the totals are the sums of rounded lines.
+A line's net is quantity x unit price, less its discount in percent when it has one.
 """
 
 from __future__ import annotations
@@ -99,10 +100,27 @@ class Line:
     quantity: Decimal
     unit_price: Decimal
     tax_rate: Decimal
+    # None: no discount. A line stored without one keeps no such key, so its content (and
+    # the frozen hash of an invoice issued before discounts) reads as it always did.
+    discount_percent: Decimal | None = None
 
     def as_json(self) -> dict[str, str]:
-        return {"description": self.description, "quantity": str(self.quantity),
+        kept = {"description": self.description, "quantity": str(self.quantity),
                 "unit_price": str(self.unit_price), "tax_rate": str(self.tax_rate)}
+        if self.discount_percent is not None:
+            kept["discount_percent"] = str(self.discount_percent)
+        return kept
+
+    def net(self) -> Decimal:
+        """Quantity x unit price, less the discount, before rounding."""
+        gross = self.quantity * self.unit_price
+        if self.discount_percent is None:
+            return gross
+        return gross * (100 - self.discount_percent) / 100
+
+
+def _percent(value: Decimal) -> Decimal:
+    return value.normalize() if value % 1 else value.quantize(Decimal(1))
 
 
 def parse_line(raw: object, line: int) -> Line:
@@ -124,9 +142,20 @@ def parse_line(raw: object, line: int) -> Line:
                         "the tax rate must be a percent from 0 to 100, like 19 or 7.5.", line)
     if tax_rate > 100:
         raise Refusal("invalid_body", f"Line {line}: the tax rate must be at most 100 percent.")
+    discount = raw.get("discount_percent")
+    if discount is None or (isinstance(discount, str) and not discount.strip()):
+        discount_percent = None  # left out, or a form's blank field
+    else:
+        discount_percent = _decimal(discount, RATE, "the discount must be a percent from 0 to"
+                                    " 100, like 10 or 2.5.", line)
+        if discount_percent > 100:
+            raise Refusal("invalid_body", f"Line {line}: the discount must be at most 100 "
+                                          "percent.")
+        # No discount is one thing, however it is written: a zero is left out.
+        discount_percent = _percent(discount_percent) if discount_percent else None
     return Line(description.strip(), quantity.normalize() if quantity % 1 else
-                quantity.quantize(Decimal(1)), unit_price, tax_rate.normalize()
-                if tax_rate % 1 else tax_rate.quantize(Decimal(1)))
+                quantity.quantize(Decimal(1)), unit_price, _percent(tax_rate),
+                discount_percent)
 
 
 def stored_line(raw: object) -> Line | None:
@@ -138,11 +167,14 @@ def stored_line(raw: object) -> Line | None:
     try:
         amounts = [Decimal(str(raw.get(name, 0)).strip())
                    for name in ("quantity", "unit_price", "tax_rate")]
+        discount = raw.get("discount_percent")
+        discount_percent = None if discount is None else Decimal(str(discount).strip())
     except InvalidOperation:
         return None
-    if not all(amount.is_finite() and amount.adjusted() <= LARGEST_STORED for amount in amounts):
+    if not all(amount.is_finite() and amount.adjusted() <= LARGEST_STORED
+               for amount in [*amounts, discount_percent or Decimal(0)]):
         return None
-    return Line(str(raw.get("description", "")), *amounts)
+    return Line(str(raw.get("description", "")), *amounts, discount_percent)
 
 
 def parse_lines(raw: object) -> list[Line]:
@@ -180,7 +212,7 @@ def add_up(lines: list[Line], currency: str) -> Totals:
         zero = rounded(Decimal(0), currency)
         nets, rates = [], {}
         for line in lines:
-            net = rounded(line.quantity * line.unit_price, currency)
+            net = rounded(line.net(), currency)
             tax = rounded(net * line.tax_rate / 100, currency)
             nets.append(net)
             rate_net, rate_tax = rates.get(line.tax_rate, (zero, zero))

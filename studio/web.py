@@ -35,7 +35,7 @@ HTMX_STOP_POLLING = 286
 MAX_BODY_BYTES = 64 * 1024
 MAX_PATH_ID = 64
 REPEATED_FIELDS = ("invoice_id", "invoice_ids", "provider", "providers",
-                   "description", "quantity", "unit_price", "tax_rate")
+                   "description", "quantity", "unit_price", "discount_percent", "tax_rate")
 VARY = "HX-Request, Accept"
 # Every answer is one person's: no shared cache keeps it, and Back after sign-out re-asks.
 PRIVATE = {"Vary": VARY, "Cache-Control": "no-store"}

@@ -22,7 +22,7 @@ PAGE = {"Accept": "text/html"}
 async def issued(client: Any, lines: int = 1, **changes: Any) -> dict[str, Any]:
     """A draft with `lines` lines, issued; the invoice JSON."""
     saved = await client.post("/settings", json={"name": "Ada Works", "address": "1 Lane",
-                                                 "vat_id": "DE999"})
+                                                 "vat_id": "DE136695976"})
     assert saved.status_code == 200
     made = await client.post("/invoices", json={
         "customer": "Acme Ltd", "currency": "EUR", "due_date": "2027-01-31",

@@ -1,0 +1,394 @@
+"""The full invoice: a customer named by id, a supply date, notes, a discount per line, the
+tax per rate exact; issuing keeps the buyer and the seller as they were and settles the
+balance. Asserted on the database as well as the answers, on both backends."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from studio import bindings, invoices
+from studio.audit import audit_database
+from studio.db import dialect_of
+from tests.conftest import ADA, BEN, database_digest, execute, rows, scalar, studio_command
+from tests.test_invoices import FREEZE_DROPPED
+
+pytestmark = pytest.mark.anyio
+
+
+def actor_id(db_path: Any, email: str = ADA) -> str:
+    return scalar(db_path, "SELECT id FROM actors WHERE email = ?", email)
+
+
+def add_customer(db_path: Any, email: str = ADA, **changes: str) -> str:
+    """A customer of the actor, written as the customers' own unit writes one."""
+    customer = {"name": "Acme GmbH", "email": "billing@acme.example",
+                "address": "Hauptstr. 5\n10115 Berlin", "country": "DE", "vat_id": "DE123456789",
+                **changes}
+    customer_id = str(uuid.uuid4())
+    execute(db_path, "INSERT INTO customers (id, owner_id, name, email, address, country,"
+                     " vat_id, currency, created_at, updated_at)"
+                     " VALUES (?, ?, ?, ?, ?, ?, ?, 'EUR', 0, 0)",
+            customer_id, actor_id(db_path, email), customer["name"], customer["email"],
+            customer["address"], customer["country"], customer["vat_id"])
+    return customer_id
+
+
+def line(description: str, quantity: str, price: str, rate: str, discount: str | None = None
+         ) -> dict[str, str]:
+    made = {"description": description, "quantity": quantity, "unit_price": price,
+            "tax_rate": rate}
+    return made if discount is None else {**made, "discount_percent": discount}
+
+
+def full_body(**changes: Any) -> dict[str, Any]:
+    return {"customer": "Acme GmbH", "currency": "EUR", "due_date": "2027-01-31",
+            "supply_date": "2026-12-15", "notes": "Project Babbage, phase 2.\nThank you!",
+            "line_items": [line("Design", "3", "19.99", "19", "10"),
+                           line("Print run", "2", "12.50", "7")], **changes}
+
+
+async def issue(client: Any, invoice: dict[str, Any]) -> Any:
+    return await client.post(f"/invoices/{invoice['id']}/issue", json={
+        "request_id": str(uuid.uuid4()), "revision": invoice["revision"]})
+
+
+# --- drafts ----------------------------------------------------------------------------------
+
+
+async def test_a_draft_keeps_its_customer_supply_date_notes_and_discounts(studio) -> None:
+    db_path = studio.settings.db_path
+    client = await studio.signed_in()
+    customer_id = add_customer(db_path)
+    made = await client.post("/invoices", json=full_body(customer_id=customer_id))
+    assert made.status_code == 201, made.text
+    draft = made.json()
+    assert (draft["customer_id"], draft["supply_date"], draft["notes"]) == (
+        customer_id, "2026-12-15", "Project Babbage, phase 2.\nThank you!")
+    assert [item["discount_percent"] for item in draft["line_items"]] == ["10", "0"]
+    # 3 x 19.99 less 10 % is 53.973, rounded once: 53.97.
+    assert [item["net"] for item in draft["line_items"]] == ["53.97", "25.00"]
+    assert (draft["net"], draft["tax"], draft["total"]) == ("78.97", "12.00", "90.97")
+    assert (draft["buyer"], draft["issue_date"]) == (None, None)
+
+    [stored] = rows(db_path, "SELECT * FROM invoices WHERE id = ?", draft["id"])
+    assert (stored["customer_id"], stored["supply_date"], stored["notes"]) == (
+        customer_id, "2026-12-15", "Project Babbage, phase 2.\nThank you!")
+    kept_lines = json.loads(stored["line_items"])
+    assert kept_lines[0]["discount_percent"] == "10"
+    assert "discount_percent" not in kept_lines[1]  # no discount is kept as none at all
+    assert (await client.get(f"/invoices/{draft['id']}")).json() == draft
+
+    edited = await client.patch(f"/invoices/{draft['id']}", json={
+        "revision": 1, "notes": "", "supply_date": "", "line_items": [
+            line("Design", "1", "100", "19", "12.5")]})
+    assert edited.status_code == 200, edited.text
+    assert (edited.json()["notes"], edited.json()["supply_date"]) == ("", None)
+    assert edited.json()["customer_id"] == customer_id  # left out of the edit: kept
+    assert (edited.json()["net"], edited.json()["total"]) == ("87.50", "104.13")
+    [stored] = rows(db_path, "SELECT notes, supply_date, net FROM invoices WHERE id = ?",
+                    draft["id"])
+    assert (stored["notes"], stored["supply_date"], stored["net"]) == ("", None, "87.50")
+
+
+async def test_a_draft_that_names_only_its_customer_takes_the_customers_name(studio) -> None:
+    db_path = studio.settings.db_path
+    client = await studio.signed_in()
+    customer_id = add_customer(db_path, name="Babbage & Co")
+    body = full_body(customer_id=customer_id)
+    del body["customer"]
+    made = await client.post("/invoices", json=body)
+    assert made.status_code == 201, made.text
+    assert made.json()["customer"] == "Babbage & Co"
+    assert scalar(db_path, "SELECT customer FROM invoices WHERE id = ?",
+                  made.json()["id"]) == "Babbage & Co"
+
+
+def refused_drafts(foreign: str) -> list[tuple[str, dict[str, Any], int, str]]:
+    return [
+        ("discount 101", full_body(line_items=[line("a", "1", "5", "0", "101")]), 422,
+         "invalid_body"),
+        ("discount below zero", full_body(line_items=[line("a", "1", "5", "0", "-1")]), 422,
+         "invalid_body"),
+        ("discount in other digits", full_body(line_items=[line("a", "1", "5", "0", "١٠")]),
+         422, "invalid_body"),
+        ("discount as a list", full_body(line_items=[{**line("a", "1", "5", "0"),
+                                                      "discount_percent": ["10"]}]),
+         422, "invalid_body"),
+        ("discount as an exponent", full_body(line_items=[line("a", "1", "5", "0", "1e1")]),
+         422, "invalid_body"),
+        ("notes too long", full_body(notes="x" * 2001), 422, "invalid_body"),
+        ("notes not text", full_body(notes=["x"]), 422, "invalid_body"),
+        ("supply date not a date", full_body(supply_date="2026-02-30"), 422, "invalid_body"),
+        ("another person's customer", full_body(customer_id=foreign), 404,
+         "customer_not_found"),
+        ("a made-up customer", full_body(customer_id=str(uuid.uuid4())), 404,
+         "customer_not_found"),
+        ("a customer id not text", full_body(customer_id=7), 422, "invalid_body"),
+    ]
+
+
+async def test_a_refused_draft_or_edit_changes_nothing(studio) -> None:
+    db_path = studio.settings.db_path
+    client = await studio.signed_in()
+    foreign = add_customer(db_path, BEN, name="Ben's client")
+    draft = (await client.post("/invoices", json=full_body())).json()
+    before = database_digest(db_path)
+    for name, body, status, detail in refused_drafts(foreign):
+        for reply in (await client.post("/invoices", json={**body, "request_id": name}),
+                      await client.patch(f"/invoices/{draft['id']}", json={**body,
+                                                                           "revision": 1})):
+            assert (reply.status_code, reply.json().get("detail")) == (status, detail), \
+                (name, reply.text)
+            assert reply.json()["message"], name
+        assert database_digest(db_path) == before, name
+    assert "2,000" in (await client.post("/invoices", json=full_body(notes="x" * 2001))
+                       ).json()["message"]
+    assert "discount" in (await client.post("/invoices", json=full_body(line_items=[
+        line("a", "1", "5", "0", "101")]))).json()["message"]
+
+
+async def test_notes_of_exactly_2000_characters_and_a_discount_of_100_are_taken(studio) -> None:
+    client = await studio.signed_in()
+    made = await client.post("/invoices", json=full_body(
+        notes="n" * 2000, line_items=[line("Free sample", "1", "40", "19", "100"),
+                                      line("Widget", "1", "10", "19", "0")]))
+    assert made.status_code == 201, made.text
+    assert len(made.json()["notes"]) == 2000
+    assert [item["net"] for item in made.json()["line_items"]] == ["0.00", "10.00"]
+    assert made.json()["total"] == "11.90"
+
+
+async def test_a_new_drafts_request_id_binds_its_new_fields_too(studio) -> None:
+    db_path = studio.settings.db_path
+    client = await studio.signed_in()
+    first = await client.post("/invoices", json=full_body(request_id="draft-notes"))
+    again = await client.post("/invoices", json=full_body(request_id="draft-notes"))
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json()["id"] == first.json()["id"]
+    before = database_digest(db_path)
+    for changed in ({"notes": "Other notes"}, {"supply_date": "2026-12-16"},
+                    {"line_items": [line("Design", "3", "19.99", "19", "11"),
+                                    line("Print run", "2", "12.50", "7")]}):
+        conflict = await client.post("/invoices", json=full_body(request_id="draft-notes",
+                                                                 **changed))
+        assert conflict.status_code == 409, changed
+        assert conflict.json()["detail"] == "request_id_conflict"
+    assert database_digest(db_path) == before
+
+
+async def test_lines_stored_before_discounts_read_as_they_always_did(studio) -> None:
+    """An issued invoice of the seeded demo has lines without a discount: they still read,
+    with no discount and the same nets."""
+    client = await studio.signed_in()
+    invoice_id = studio.invoice_ids()[0]
+    stored = json.loads(scalar(studio.settings.db_path,
+                               "SELECT line_items FROM invoices WHERE id = ?", invoice_id))
+    assert all("discount_percent" not in item for item in stored)
+    shown = (await client.get(f"/invoices/{invoice_id}")).json()
+    assert {item["discount_percent"] for item in shown["line_items"]} == {"0"}
+    assert sum(Decimal(item["net"]) for item in shown["line_items"]) == Decimal(shown["net"])
+
+
+# --- the tax per rate ------------------------------------------------------------------------
+
+
+async def test_the_tax_breakdown_is_exact_per_rate_and_adds_up_to_the_totals(studio) -> None:
+    client = await studio.signed_in()
+    made = await client.post("/invoices", json=full_body(line_items=[
+        line("Design", "3", "19.99", "19", "10"),         # 53.973 -> 53.97, tax 10.25
+        line("Print run", "2", "12.50", "7"),             # 25.00, tax 1.75
+        line("Licence", "1", "99.99", "19", "33.3333"),   # 66.6603... -> 66.66, tax 12.67
+        line("Stamp", "1", "0.05", "7", "50"),            # 0.025 -> 0.03, tax 0.0021 -> 0.00
+        line("Book", "1", "20", "0"),                     # 20.00, no tax
+    ]))
+    assert made.status_code == 201, made.text
+    invoice = made.json()
+    assert invoice["tax_breakdown"] == [
+        {"rate": "0", "net": "20.00", "tax": "0.00"},
+        {"rate": "7", "net": "25.03", "tax": "1.75"},
+        {"rate": "19", "net": "120.63", "tax": "22.92"},
+    ]
+    breakdown = invoice["tax_breakdown"]
+    assert sum(Decimal(rate["net"]) for rate in breakdown) == Decimal(invoice["net"])
+    assert sum(Decimal(rate["tax"]) for rate in breakdown) == Decimal(invoice["tax"])
+    assert Decimal(invoice["net"]) + Decimal(invoice["tax"]) == Decimal(invoice["total"])
+    assert (invoice["net"], invoice["tax"], invoice["total"]) == ("165.66", "24.67", "190.33")
+    assert scalar(studio.settings.db_path, "SELECT total FROM invoices WHERE id = ?",
+                  invoice["id"]) == "190.33"
+
+
+async def test_the_totals_preview_shows_the_tax_per_rate(studio) -> None:
+    client = await studio.signed_in()
+    preview = await client.get("/invoices/totals", headers={"Accept": "text/html"}, params=[
+        ("currency", "EUR"), ("description", "a"), ("quantity", "3"), ("unit_price", "19.99"),
+        ("discount_percent", "10"), ("tax_rate", "19"), ("description", "b"),
+        ("quantity", "2"), ("unit_price", "12.50"), ("discount_percent", ""),
+        ("tax_rate", "7")])
+    assert preview.status_code == 200
+    assert 'data-rate="19">EUR 10.25' in preview.text and 'data-rate="7">EUR 1.75' in preview.text
+    assert "EUR 90.97" in preview.text
+
+
+# --- issuing ---------------------------------------------------------------------------------
+
+
+async def test_issuing_keeps_the_buyer_and_seller_and_a_later_edit_changes_neither(
+        studio) -> None:
+    db_path = studio.settings.db_path
+    client = await studio.signed_in()
+    customer_id = add_customer(db_path)
+    execute(db_path, "UPDATE profiles SET country = 'DE', iban = 'DE89370400440532013000',"
+                     " bic = 'COBADEFFXXX', tax_number = '12/345/67890' WHERE actor_id = ?",
+            actor_id(db_path))
+    draft = (await client.post("/invoices", json=full_body(customer_id=customer_id))).json()
+    done = await issue(client, draft)
+    assert done.status_code == 201, done.text
+    issued = (await client.get(f"/invoices/{draft['id']}")).json()
+    assert issued["buyer"] == {"name": "Acme GmbH", "email": "billing@acme.example",
+                               "address": "Hauptstr. 5\n10115 Berlin", "country": "DE",
+                               "vat_id": "DE123456789"}
+    assert issued["seller"]["iban"] == "DE89370400440532013000"
+    assert issued["seller"]["tax_number"] == "12/345/67890"
+    assert issued["issue_date"] == issued["issued_at"][:10]
+    [stored] = rows(db_path, "SELECT buyer, issue_date FROM invoices WHERE id = ?", draft["id"])
+    assert json.loads(stored["buyer"]) == issued["buyer"]
+    assert stored["issue_date"] == issued["issue_date"]
+
+    execute(db_path, "UPDATE customers SET name = 'Renamed', address = 'Elsewhere 1',"
+                     " vat_id = 'DE999999999', revision = revision + 1 WHERE id = ?",
+            customer_id)
+    execute(db_path, "UPDATE profiles SET name = 'New name', iban = 'FR1420041010050500013M02606'"
+                     " WHERE actor_id = ?", actor_id(db_path))
+    assert (await client.get(f"/invoices/{draft['id']}")).json() == issued
+    assert audit_database(studio.settings) == []
+
+
+async def test_issuing_the_invoice_and_its_credit_note_settle_its_balance(studio) -> None:
+    db_path = studio.settings.db_path
+    client = await studio.signed_in()
+    draft = (await client.post("/invoices", json=full_body())).json()
+    assert rows(db_path, "SELECT * FROM balances WHERE invoice_id = ?", draft["id"]) == []
+    assert (await issue(client, draft)).status_code == 201
+    [balance] = rows(db_path, "SELECT * FROM balances WHERE invoice_id = ?", draft["id"])
+    assert (balance["amount_due"], balance["amount_credited"], balance["payment_status"]) == (
+        "90.97", "0.00", "unpaid")
+
+    note = (await client.post(f"/invoices/{draft['id']}/credit-note")).json()
+    assert note["customer_id"] is None and note["supply_date"] == "2026-12-15"
+    note = (await client.patch(f"/invoices/{note['id']}", json={
+        "revision": 1, "line_items": [line("Print run returned", "1", "12.50", "7")]})).json()
+    assert rows(db_path, "SELECT amount_due FROM balances WHERE invoice_id = ?",
+                draft["id"])[0][0] == "90.97"  # a draft credit note credits nothing yet
+    assert (await issue(client, note)).status_code == 201
+    [balance] = rows(db_path, "SELECT * FROM balances WHERE invoice_id = ?", draft["id"])
+    assert (balance["amount_due"], balance["amount_credited"]) == ("77.59", "13.38")
+    assert rows(db_path, "SELECT * FROM balances WHERE invoice_id = ?", note["id"]) == []
+
+
+async def test_a_credit_note_names_the_same_customer(studio) -> None:
+    db_path = studio.settings.db_path
+    client = await studio.signed_in()
+    customer_id = add_customer(db_path)
+    draft = (await client.post("/invoices", json=full_body(customer_id=customer_id))).json()
+    await issue(client, draft)
+    note = (await client.post(f"/invoices/{draft['id']}/credit-note")).json()
+    assert (note["customer_id"], note["customer"], note["notes"]) == (
+        customer_id, "Acme GmbH", "")
+    assert (await issue(client, note)).status_code == 201
+    assert (await client.get(f"/invoices/{note['id']}")).json()["buyer"]["vat_id"] == \
+        "DE123456789"
+
+
+@pytest.mark.parametrize("column, value", [
+    ("buyer", '{"name": "Someone else"}'), ("notes", "changed"), ("supply_date", "2020-01-01"),
+    ("issue_date", "2020-01-01"), ("customer_id", None)])
+async def test_the_database_refuses_to_change_the_new_fields_of_an_issued_invoice(
+        studio, column: str, value: str | None) -> None:
+    db_path = studio.settings.db_path
+    client = await studio.signed_in()
+    draft = (await client.post("/invoices", json=full_body(
+        customer_id=add_customer(db_path)))).json()
+    await issue(client, draft)
+    before = database_digest(db_path)
+    with pytest.raises(Exception, match="invoice_frozen"):
+        execute(db_path, f"UPDATE invoices SET {column} = ? WHERE id = ?", value, draft["id"])
+    assert database_digest(db_path) == before
+
+
+# --- the frozen hash, old and new ------------------------------------------------------------
+
+
+def hash_before_the_full_invoice(db: Any, fields: dict[str, Any]) -> str:
+    """The frozen SHA-256 as invoices were sealed before customers, notes and supply dates."""
+    content = {name: fields[name] for name in invoices.FROZEN}
+    content["line_items"] = json.loads(fields["line_items"])
+    content["seller"] = json.loads(fields["seller"]) if fields["seller"] else None
+    content["attachments"] = []
+    return bindings.fingerprint(content)
+
+
+async def test_invoices_issued_before_the_full_invoice_still_pass_studio_check(studio) -> None:
+    db_path = studio.settings.db_path
+    owner = actor_id(db_path)
+    old = {"id": str(uuid.uuid4()), "owner_id": owner, "kind": "invoice", "credits": None,
+           "number": "INV-2019-0001", "customer": "Old Client", "currency": "EUR",
+           "due_date": "2019-02-01",
+           "line_items": json.dumps([{"description": "Tea", "quantity": "2",
+                                      "unit_price": "10.00", "tax_rate": "19"}]),
+           "net": "20.00", "tax": "3.80", "total": "23.80",
+           "seller": json.dumps({"address": "1 Lane", "name": "Ada", "vat_id": ""},
+                                sort_keys=True), "issued_at": 1546300800.0}
+
+    def issued_long_ago(db: Any) -> None:
+        db.execute(
+            "INSERT INTO invoices (id, owner_id, kind, credits, status, number, series_year,"
+            " sequence, customer, currency, due_date, line_items, net, tax, total, seller,"
+            " issued_at, frozen_sha256, created_at, updated_at) VALUES (:id, :owner_id, :kind,"
+            " :credits, 'issued', :number, 2019, 1, :customer, :currency, :due_date,"
+            " :line_items, :net, :tax, :total, :seller, :issued_at, :sha, :issued_at,"
+            " :issued_at)", {**old, "sha": hash_before_the_full_invoice(db, old)})
+        db.execute("INSERT INTO invoice_series (owner_id, kind, year, last) VALUES (?, ?, ?, 1)",
+                   (owner, "invoice", 2019))
+
+    await studio.studio.db.write(issued_long_ago)
+    client = await studio.signed_in()
+    new = (await client.post("/invoices", json=full_body(
+        customer_id=add_customer(db_path)))).json()
+    await issue(client, new)
+    assert audit_database(studio.settings) == []
+    checked = studio_command(db_path, "check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "audit: ok" in checked.stdout
+
+    # The new invoice's hash covers what it has beyond the old ones: its notes changed
+    # behind the studio's back (triggers dropped) no longer match.
+    def tamper(db: Any) -> None:
+        for statement in FREEZE_DROPPED[dialect_of(db).name]:
+            db.execute(statement)
+        db.execute("UPDATE invoices SET notes = 'changed' WHERE id = ?", (new["id"],))
+        db.execute("UPDATE invoices SET buyer = '{\"name\": \"Acme GmbH\"}' WHERE id = ?",
+                   (new["id"],))
+
+    await studio.studio.db.write(tamper)
+    found = audit_database(studio.settings)
+    assert len(found) == 1 and new["id"] in found[0] and "frozen SHA-256" in found[0]
+
+
+def test_a_field_left_unset_leaves_the_frozen_hash_as_it_was() -> None:
+    fields = {"id": "i", "owner_id": "a", "kind": "invoice", "credits": None, "number": "N",
+              "customer": "C", "currency": "EUR", "due_date": "2027-01-01",
+              "line_items": "[]", "net": "0", "tax": "0", "total": "0", "seller": None,
+              "issued_at": 1.0}
+    old = hash_before_the_full_invoice(None, fields)
+    unset = {**fields, "customer_id": None, "buyer": None, "issue_date": None,
+             "supply_date": None, "notes": ""}
+    assert invoices.frozen_sha256(None, unset, attachments=[]) == old
+    for name, value in (("customer_id", "c1"), ("buyer", '{"name": "C"}'),
+                        ("issue_date", "2027-01-01"), ("supply_date", "2026-12-01"),
+                        ("notes", "n")):
+        assert invoices.frozen_sha256(None, {**unset, name: value}, attachments=[]) != old, name

@@ -121,7 +121,7 @@ async def test_requests_are_listed_newest_first_and_an_ended_one_offers_try_agai
 async def test_the_issue_review_shows_what_will_be_frozen(studio) -> None:
     client = await studio.signed_in()
     saved = await client.post("/settings", json={"name": "Ada Works", "address": "1 Lane",
-                                                 "vat_id": "DE999"})
+                                                 "vat_id": "DE136695976"})
     assert saved.status_code == 200
     made = (await client.post("/invoices", json={
         "customer": "Review Co", "currency": "EUR", "due_date": "2027-03-01",
@@ -129,7 +129,7 @@ async def test_the_issue_review_shows_what_will_be_frozen(studio) -> None:
                         "tax_rate": "19"}]})).json()
     page = (await client.get(f"/invoices/{made['id']}/issue", headers=PAGE)).text
     series = f"INV-{time.gmtime().tm_year}"
-    for shown in ("Ada Works", "DE999", "Review Co", "2027-03-01", "Framing", "71.36",
+    for shown in ("Ada Works", "DE136695976", "Review Co", "2027-03-01", "Framing", "71.36",
                   f'<strong id="series">{series}</strong>',
                   "<dt>Draft revision</dt><dd><code>1</code>"):
         assert shown in page, shown
@@ -141,9 +141,10 @@ async def test_the_issue_review_shows_what_will_be_frozen(studio) -> None:
 async def test_settings_keep_the_seller_profile(studio) -> None:
     client = await studio.signed_in()
     saved = await client.post("/settings", headers=PAGE, data={
-        "name": "Ada & Co", "address": "1 Lane\nTown", "vat_id": "DE123"})
+        "name": "Ada & Co", "address": "1 Lane\nTown", "vat_id": "DE 136 695 976"})
     assert saved.status_code == 200 and "Saved." in saved.text
-    assert (await client.get("/settings")).json() == {
-        "name": "Ada & Co", "address": "1 Lane\nTown", "vat_id": "DE123"}
+    kept = (await client.get("/settings")).json()
+    assert (kept["name"], kept["address"], kept["vat_id"]) == (
+        "Ada & Co", "1 Lane\nTown", "DE136695976")
     too_long = await client.post("/settings", json={"name": "x" * 201})
     assert too_long.status_code == 422

@@ -1,0 +1,241 @@
+"""A person's customers: the buyers their invoices name.
+
+    create --(the one request binding, kind "customer")--> customer
+    customer --(edit: revision + 1)--> customer
+    customer --(delete, while no invoice names it)--> gone, with its binding
+
+Units take a connection and run inside `Database.write` or `Database.read`; the async
+functions below are what handlers call.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from typing import Any
+
+from studio import bindings, identifiers, money, paging
+from studio.auth import Actor
+from studio.db import Database, clock
+from studio.errors import Refusal
+from studio.leases import timestamp
+
+MAX_NAME = 200
+MAX_ADDRESS = 1000
+MAX_QUERY = 200
+DEFAULT_TERMS_DAYS = 14
+MAX_TERMS_DAYS = 365
+PICKER_MATCHES = 8
+FIELDS = ("name", "email", "address", "country", "vat_id", "currency", "payment_terms_days")
+
+
+# --- input -----------------------------------------------------------------------------------
+
+
+def _terms_days(value: object) -> int:
+    if value is None or value == "":
+        return DEFAULT_TERMS_DAYS
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit() \
+            and len(value.strip()) <= 3:
+        value = int(value.strip())  # a form field is text
+    if type(value) is not int or not 0 <= value <= MAX_TERMS_DAYS:
+        raise Refusal("invalid_body", "The payment terms must be a whole number of days from 0 "
+                                      f"to {MAX_TERMS_DAYS}.")
+    return value
+
+
+def _currency(value: object, before: str | None) -> str:
+    """Optional; a currency no longer in use may stay on a customer that already has it."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return ""
+    if value == before:
+        return before
+    return money.currency_code(value)
+
+
+def parse_customer(body: dict[str, Any], before: dict[str, Any] | None = None
+                   ) -> dict[str, Any]:
+    """A customer's fields, checked and normalised; on an edit, what the body leaves out is
+    kept."""
+    before = before or {}
+
+    def given(name: str) -> Any:
+        return body[name] if name in body else before.get(name)
+
+    country = identifiers.country(given("country"))
+    return {
+        "name": identifiers.text(given("name"), "name", MAX_NAME, least=1),
+        "email": identifiers.email(given("email")),
+        "address": identifiers.text(given("address"), "address", MAX_ADDRESS),
+        "country": country,
+        "vat_id": identifiers.vat_id(given("vat_id"), country),
+        "currency": _currency(given("currency"), before.get("currency")),
+        "payment_terms_days": _terms_days(given("payment_terms_days")),
+    }
+
+
+def parse_revision(body: dict[str, Any]) -> int:
+    revision = body.get("revision")
+    if isinstance(revision, str) and revision.isascii() and revision.isdigit() \
+            and len(revision) < 10:
+        revision = int(revision)  # a form field is text
+    if type(revision) is not int or revision < 1:
+        raise Refusal("invalid_body", "Reload the customer and make your change again: the "
+                                      "form did not say which version of it you edited.")
+    return revision
+
+
+def parse_query(value: object) -> str:
+    """`?q=`: the text to look for in names and emails; empty finds every customer."""
+    if value is None:
+        return ""
+    if not isinstance(value, str) or len(value) > MAX_QUERY or "\x00" in value:
+        raise Refusal("invalid_body", f"Search for at most {MAX_QUERY} characters of text.")
+    return value.strip()
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+def as_json(row: sqlite3.Row) -> dict[str, Any]:
+    return {"id": row["id"], **{name: row[name] for name in FIELDS},
+            "revision": row["revision"], "created_at": timestamp(row["created_at"]),
+            "updated_at": timestamp(row["updated_at"])}
+
+
+def owned(db: sqlite3.Connection, actor_id: str, customer_id: str) -> sqlite3.Row:
+    """The actor's own customer; 404 otherwise, as for a made-up id."""
+    row = db.execute("SELECT * FROM customers WHERE id = ? AND owner_id = ?",
+                     (customer_id, actor_id)).fetchone()
+    if row is None:
+        raise Refusal("customer_not_found")
+    return row
+
+
+def _one(db: sqlite3.Connection, actor_id: str, customer_id: str) -> dict[str, Any]:
+    found = as_json(owned(db, actor_id, customer_id))
+    found["invoices"] = db.execute(
+        "SELECT COUNT(*) FROM invoices WHERE customer_id = ? AND status != 'deleted'",
+        (customer_id,)).fetchone()[0]
+    return found
+
+
+def _pattern(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+# SQLite's lower() and LIKE fold ASCII letters only, PostgreSQL's lower() every letter: a name
+# is matched lowercased and as typed, so either finds what the person typed, in any case where
+# its letters are ASCII.
+MATCHING = (" AND (lower(name) LIKE :lowered ESCAPE '\\' OR name LIKE :typed ESCAPE '\\'"
+            " OR lower(email) LIKE :lowered ESCAPE '\\')")
+AFTER = " AND (name, id) > (:name, :key)"
+
+
+def _listed(db: sqlite3.Connection, actor_id: str, limit: int, after: list[Any] | None,
+            query: str = "") -> paging.Page[dict[str, Any]]:
+    """One page of the actor's customers by name, after the cursor's customer; with a query,
+    those whose name or email holds it, in any case."""
+    name, key = paging.key_of(after, str, str) if after else ("", "")
+    sql = ("SELECT * FROM customers WHERE owner_id = :owner" + (MATCHING if query else "")
+           + (AFTER if after else "") + " ORDER BY name, id LIMIT :limit")
+    found = db.execute(sql, {"owner": actor_id, "lowered": _pattern(query.lower()),
+                             "typed": _pattern(query), "name": name, "key": key,
+                             "limit": limit + 1}).fetchall()
+    following = None
+    if len(found) > limit:
+        last = found[limit - 1]
+        following = paging.cursor([last["name"], last["id"]])
+    return paging.Page([as_json(row) for row in found[:limit]], following)
+
+
+# --- writing ---------------------------------------------------------------------------------
+
+
+def create(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any],
+           request_id: str | None, now: float | None = None) -> tuple[dict[str, Any], bool]:
+    """A new customer, once per request id: a lost reply makes one customer, not two."""
+    now = clock(now)
+
+    def make(customer_id: str) -> None:
+        db.execute(
+            "INSERT INTO customers (id, owner_id, name, email, address, country, vat_id,"
+            " currency, payment_terms_days, created_at, updated_at) VALUES (:id, :owner_id,"
+            " :name, :email, :address, :country, :vat_id, :currency, :payment_terms_days,"
+            " :now, :now)", {**fields, "id": customer_id, "owner_id": actor_id, "now": now})
+
+    if request_id is None:
+        customer_id, created = str(uuid.uuid4()), True
+        make(customer_id)
+    else:
+        customer_id, created = bindings.once(db, actor_id, "customer", request_id,
+                                             bindings.fingerprint(fields), make, now)
+    return as_json(owned(db, actor_id, customer_id)), created
+
+
+def edit(db: sqlite3.Connection, actor_id: str, customer_id: str, revision: int,
+         body: dict[str, Any], now: float | None = None) -> dict[str, Any]:
+    """Edit the revision the person saw; a stale one is refused, so no tab loses work.
+    Issued invoices keep the buyer as it was when they were issued."""
+    now = clock(now)
+    row = owned(db, actor_id, customer_id)
+    if row["revision"] != revision:
+        raise Refusal("customer_changed")
+    fields = parse_customer(body, dict(row))
+    db.execute(
+        "UPDATE customers SET name = :name, email = :email, address = :address,"
+        " country = :country, vat_id = :vat_id, currency = :currency,"
+        " payment_terms_days = :payment_terms_days, revision = revision + 1, updated_at = :now"
+        " WHERE id = :id AND owner_id = :owner_id AND revision = :revision",
+        {**fields, "id": customer_id, "owner_id": actor_id, "revision": revision, "now": now})
+    return as_json(owned(db, actor_id, customer_id))
+
+
+def delete(db: sqlite3.Connection, actor_id: str, customer_id: str) -> None:
+    """A customer goes only while no invoice (draft or issued) names it; the id that made it
+    goes with it, so nothing names a customer that is not there."""
+    owned(db, actor_id, customer_id)
+    named = db.execute("SELECT number FROM invoices WHERE customer_id = ?"
+                       " AND status != 'deleted' ORDER BY number IS NULL, number LIMIT 1",
+                       (customer_id,)).fetchone()
+    if named is not None:
+        raise Refusal("customer_in_use", (
+            f"Invoice {named['number']} names this customer, so it cannot be deleted; it "
+            "stays in your list." if named["number"] else
+            "A draft names this customer, so it cannot be deleted: delete the draft, or "
+            "choose another customer on it, first."))
+    # A deleted draft's row stays for the requests that named it; it no longer names anyone.
+    db.execute("UPDATE invoices SET customer_id = NULL WHERE customer_id = ?"
+               " AND status = 'deleted'", (customer_id,))
+    db.execute("DELETE FROM request_bindings WHERE actor_id = ? AND kind = 'customer'"
+               " AND target_id = ?", (actor_id, customer_id))
+    db.execute("DELETE FROM customers WHERE id = ? AND owner_id = ?", (customer_id, actor_id))
+
+
+# --- what handlers call ----------------------------------------------------------------------
+
+
+async def list_customers(db: Database, actor: Actor, limit: int = paging.DEFAULT_LIMIT,
+                         after: list[Any] | None = None, query: str = ""
+                         ) -> paging.Page[dict[str, Any]]:
+    return await db.read(_listed, actor.id, limit, after, query)
+
+
+async def get_customer(db: Database, actor: Actor, customer_id: str) -> dict[str, Any]:
+    """One customer with how many invoices name it; anyone else's is as absent."""
+    return await db.read(_one, actor.id, customer_id)
+
+
+async def create_customer(db: Database, actor: Actor, fields: dict[str, Any],
+                          request_id: str | None) -> tuple[dict[str, Any], bool]:
+    return await db.write(create, actor.id, fields, request_id)
+
+
+async def edit_customer(db: Database, actor: Actor, customer_id: str, revision: int,
+                        body: dict[str, Any]) -> dict[str, Any]:
+    return await db.write(edit, actor.id, customer_id, revision, body)
+
+
+async def delete_customer(db: Database, actor: Actor, customer_id: str) -> None:
+    await db.write(delete, actor.id, customer_id)

@@ -1,0 +1,111 @@
+"""The identifiers a business is known by, checked and stored compact: email, country, VAT ID,
+IBAN and BIC. Each check names its field when it refuses, and an empty value is allowed
+(every one of them is optional)."""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import pycountry
+from schwifty import BIC, IBAN
+from stdnum.eu import vat as eu_vat
+from stdnum.exceptions import ValidationError
+
+from studio.errors import Refusal
+
+MAX_EMAIL = 254
+MAX_VAT_ID = 50
+# One @, something on each side, a dot in the domain: a typo check, not RFC 5322.
+EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+# A VAT ID's prefix is its member state's code, except Greece's (EL); XI is Northern Ireland.
+EU_PREFIXES = {"EL" if code == "gr" else code.upper() for code in eu_vat.MEMBER_STATES}
+
+
+def text(value: object, what: str, limit: int, least: int = 0) -> str:
+    """Plain text of `least` to `limit` characters, trimmed; left out is empty."""
+    found = _text(value, what)
+    if not least <= len(found) <= limit:
+        raise Refusal("invalid_body", f"The {what} must be text of {least} to {limit:,} "
+                      "characters." if least else f"The {what} must be text of at most "
+                      f"{limit:,} characters.")
+    return found
+
+
+def _text(value: object, what: str) -> str:
+    if value is None:
+        return ""
+    # A NUL is no character of any text a person types, and PostgreSQL cannot store one.
+    if not isinstance(value, str) or "\x00" in value:
+        raise Refusal("invalid_body", f"The {what} must be text.")
+    return value.strip()
+
+
+def email(value: object, what: str = "email") -> str:
+    text = _text(value, what)
+    if text and (len(text) > MAX_EMAIL or not EMAIL.fullmatch(text)):
+        raise Refusal("invalid_email", f"The {what} must be an address like name@example.com.")
+    return text
+
+
+@functools.cache
+def countries() -> list[tuple[str, str]]:
+    """Every ISO 3166-1 country as (code, name), by name: the choices a form offers."""
+    return sorted(((item.alpha_2, item.name) for item in pycountry.countries),
+                  key=lambda pair: pair[1])
+
+
+def country(value: object) -> str:
+    """An ISO 3166-1 alpha-2 code, upper case."""
+    code = _text(value, "country").upper()
+    if code and (len(code) != 2 or pycountry.countries.get(alpha_2=code) is None):
+        raise Refusal("invalid_country", "The country must be a two-letter ISO 3166 code such "
+                                         "as DE, FR or US.")
+    return code
+
+
+def vat_id(value: object, country_code: str = "") -> str:
+    """An EU VAT ID (one with an EU prefix, or any of a customer in the EU) is checked with
+    its member state's rules and stored compact with its prefix (`DE136695976`); any other
+    is kept as typed, its spaces squeezed."""
+    text = " ".join(_text(value, "VAT ID").split())
+    if not text:
+        return ""
+    compact = re.sub(r"[\s.\-/]", "", text).upper()
+    member = "EL" if country_code == "GR" else country_code
+    if compact[:2] not in EU_PREFIXES and member in EU_PREFIXES:
+        compact = member + compact
+    if compact[:2] in EU_PREFIXES:
+        try:
+            return eu_vat.validate(compact)
+        except ValidationError:
+            raise Refusal("invalid_vat_id", f"The VAT ID {text} is not a valid "
+                                            f"{compact[:2]} VAT number; check it for a typo "
+                                            "(it starts with the country's code, like "
+                                            "DE136695976).") from None
+    if len(text) > MAX_VAT_ID:
+        raise Refusal("invalid_vat_id", f"The VAT ID must be at most {MAX_VAT_ID} characters.")
+    return text
+
+
+def iban(value: object) -> str:
+    text = _text(value, "IBAN")
+    if not text:
+        return ""
+    try:
+        return IBAN(text).compact
+    except ValueError:  # schwifty's own errors are ValueErrors
+        raise Refusal("invalid_iban", f"The IBAN {text[:50]} is not a valid one; check it for "
+                                      "a typo (it starts with the country's code, like "
+                                      "DE89 3704 0044 0532 0130 00).") from None
+
+
+def bic(value: object) -> str:
+    text = _text(value, "BIC")
+    if not text:
+        return ""
+    try:
+        return BIC(text).compact
+    except ValueError:  # schwifty's own errors are ValueErrors
+        raise Refusal("invalid_bic", f"The BIC {text[:50]} is not a valid one; it is 8 or 11 "
+                                     "letters and digits, like DEUTDEFF.") from None

@@ -34,7 +34,7 @@ from typing import Any
 
 import httpx
 
-from bench import issuing, listing, loaded, pg, uploads
+from bench import exports, facturx, issuing, listing, loaded, payments, pg, uploads
 from studio import intents, leases
 from studio.auth import Actor
 from studio.config import Settings
@@ -63,6 +63,8 @@ TARGETS: dict[str, tuple[str, float]] = {
     "poll_under_pdf_load_ratio": ("<=", 2.0),
     "list_page_ms_150k": ("<=", 50),
     "poll_under_import_ratio": ("<=", 3.0),
+    "payment_ratio": ("<=", 1.5),
+    "export_mb_100k": ("<=", 20),
     # PostgreSQL (bench/pg.py), in a throwaway cluster of the run's own.
     "pg_create_intent_600_ratio": ("<=", 1.5),
     "pg_worker_scale_2": (">=", 1.8),
@@ -73,7 +75,8 @@ TARGETS: dict[str, tuple[str, float]] = {
 }
 # Reported beside the targets, with none of their own (any more).
 REPORTED = ("upload_ratio", "issue_call_ratio", "create_intent_600_submit_ratio",
-            "pg_create_intent_600_submit_ratio", "pg_issue_rps_2hosts")
+            "pg_create_intent_600_submit_ratio", "pg_issue_rps_2hosts", "payment_call_ratio",
+            "facturx_ms")
 
 
 # --- the store: a 600-task lease against raw sqlite3 ----------------------------------------
@@ -630,6 +633,19 @@ def bench_import(work: Path, seconds: float) -> dict[str, Any]:
         server.stop()
 
 
+def bench_export(work: Path, count: int = 100_000) -> dict[str, Any]:
+    db_path = work / "export.db"
+    started = time.monotonic()
+    exports.seed_issued_many(db_path, count)
+    seeded = time.monotonic() - started
+    server = Process("studio serve", ["-m", "studio.cli", "serve"], studio_env(db_path),
+                     work / "export.log")
+    try:
+        return {**exports.bench_export(server, count), "export_seed_s": seeded}
+    finally:
+        server.stop()
+
+
 def bench_listing(work: Path, count: int = 150_000) -> dict[str, Any]:
     db_path = work / "list.db"
     started = time.monotonic()
@@ -772,6 +788,22 @@ def print_table(results: dict[str, Any]) -> None:
         print(f"studio import of {results['import_drafts']} drafts: "
               f"{results['import_20k_s']:.1f} s; another writer waited at most"
               f" {results['import_longest_write_wait_ms']:.0f} ms for the write lock")
+    if "payment_ms" in results:
+        print(f"a payment recorded: studio {results['payment_ms']:.2f} ms (the whole call"
+              f" {results['payment_call_ms']:.2f} ms), raw {results['payment_raw_ms']:.2f} ms")
+    if "export_mb_100k" in results:
+        print(f"CSV export of {results['export_rows']} invoices: {results['export_s']:.1f} s,"
+              f" {results['export_bytes'] / 2**20:.1f} MiB, first byte after"
+              f" {results['export_first_byte_s']:.1f} s; server RSS"
+              f" {results['export_rss_before_mb']:.1f} MB before, +"
+              f"{results['export_mb_100k']:.1f} MB at its peak; seeded in"
+              f" {results['export_seed_s']:.1f} s")
+    if "facturx_ms" in results:
+        print(f"Factur-X PDF of a {results['facturx_lines']}-line invoice: median"
+              f" {results['facturx_ms']:.0f} ms, at most {results['facturx_max_ms']:.0f} ms"
+              f" over {results['facturx_rounds']} builds (its XML"
+              f" {results['facturx_xml_ms']:.1f} ms); the event loop waited at most"
+              f" {results['facturx_loop_lag_max_ms']:.1f} ms meanwhile")
     if "list_page_ms_150k" in results:
         print(f"GET /invoices with {results['list_drafts']} drafts: p50"
               f" {results['list_page_ms_150k']:.1f} ms, p95"
@@ -836,6 +868,9 @@ def steps(quick: bool) -> dict[str, Callable[[Path], dict[str, Any]]]:
         "pdf": lambda w: bench_pdf(w, seconds),
         "import": lambda w: bench_import(w, seconds),
         "list": lambda w: bench_listing(w),
+        "payments": lambda w: asyncio.run(payments.bench_payment(w, 40 if quick else 200)),
+        "export": lambda w: bench_export(w),
+        "facturx": lambda w: facturx.bench_facturx(w, 5 if quick else 20),
         "pg": lambda w: pg.in_cluster(quick),
     }
 

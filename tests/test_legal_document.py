@@ -223,17 +223,19 @@ async def test_a_draft_form_has_the_new_fields_and_saves_them(studio) -> None:
     client = await studio.signed_in()
     form = (await client.get("/invoices/new", headers=PAGE)).text
     for name in ('name="supply_date"', 'name="notes"', 'name="discount_percent"',
-                 'name="customer"'):
+                 'name="customer"', 'name="customer_id"'):
         assert name in form, name
+    customer_id = add_customer(studio.settings.db_path, name="Form Client")
     made = await client.post("/invoices", headers=PAGE, data={
-        "request_id": str(uuid.uuid4()), "customer": "Form Client", "currency": "EUR",
+        "request_id": str(uuid.uuid4()), "customer": "Form Client", "customer_id": customer_id,
+        "currency": "EUR",
         "due_date": "2027-03-01", "supply_date": "2027-02-01", "notes": "Line one\r\nLine two",
         "description": ["A", "B"], "quantity": ["1", "2"], "unit_price": ["100", "5"],
         "discount_percent": ["5", ""], "tax_rate": ["19", "7"]})
     assert made.status_code in (200, 201, 303), made.text
     [stored] = rows(studio.settings.db_path, "SELECT * FROM invoices WHERE customer = ?",
                     "Form Client")
-    assert (stored["supply_date"], stored["notes"], stored["net"]) == (
-        "2027-02-01", "Line one\nLine two", "105.00")
+    assert (stored["supply_date"], stored["notes"], stored["net"], stored["customer_id"]) == (
+        "2027-02-01", "Line one\nLine two", "105.00", customer_id)
     page = (await client.get(f"/invoices/{stored['id']}", headers=PAGE)).text
     assert 'name="discount_percent" value="5"' in page and "Line one\nLine two" in page

@@ -4,6 +4,7 @@ account and without a cookie, until it is revoked or expires; every other token 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import io
 import re
@@ -273,6 +274,17 @@ async def test_the_first_view_is_recorded_once_and_every_view_counted(studio) ->
     assert link["first_viewed_at"] == first and link["views"] == 3
     page = await owner.get(f"/invoices/{invoice['id']}", headers=PAGE)
     assert "Not yet" not in page.text and 'data-share-state="live"' in page.text
+
+
+async def test_views_at_once_are_each_counted_and_the_first_kept(studio) -> None:
+    owner = await studio.signed_in()
+    invoice = await issued(owner)
+    _, token = await shared(owner, invoice["id"])
+    async with studio.client() as anyone:
+        replies = await asyncio.gather(*[anyone.get(f"/i/{token}") for _ in range(20)])
+    assert {reply.status_code for reply in replies} == {200}
+    [link] = links(studio.settings.db_path, invoice["id"])
+    assert link["views"] == 20 and link["first_viewed_at"] is not None
 
 
 async def test_another_person_cannot_share_or_revoke_my_invoice(studio) -> None:

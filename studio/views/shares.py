@@ -9,7 +9,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from studio import documents, money, shares
+from studio import documents, shares
 from studio.views.invoices import with_prices_shown
 from studio.web import PRIVATE, answer_kind, current_actor, path_id, read_body, render, studio_of
 
@@ -80,15 +80,8 @@ async def shared_invoice(request: Request) -> Response:
     if opened is None:
         return _not_found(request)
     await shares.record_view(db, opened.link_id)
-    invoice = with_prices_shown(opened.invoice)
-    # What the printable view shows, from the same functions (views/invoices.printable).
-    context = {
-        "invoice": invoice, "shown": money.shown, "token": token,
-        "title": documents.title_of(invoice), "facts": documents.facts_of(invoice),
-        "seller_lines": documents.party_lines(invoice["seller"]),
-        "buyer_lines": documents.party_lines(documents.buyer_of(invoice)),
-        "payment_lines": documents.payment_lines(invoice),
-        "qr": documents.qr_data_uri(invoice), "logo": documents.logo_data_uri(invoice)}
+    # The printable view itself (templates/document.html), with the link's own PDF.
+    context = {**documents.page_of(with_prices_shown(opened.invoice)), "token": token}
     return _shared(render(request, "shared_invoice.html", context))
 
 

@@ -910,12 +910,15 @@ class Dialect:
     # A row read to be changed in the same transaction, locked until it ends (SQLite's one
     # writer holds every row already).
     for_update: str = ""
+    # The one row of a one-table claim (a send), locked; another claimer passes over it.
+    skip_locked_row: str = ""
 
 
 SQLITE = Dialect("sqlite", tasks_waiting="INDEXED BY tasks_waiting", join_in_order="CROSS JOIN",
                  skip_locked="")
 POSTGRES = Dialect("postgresql", tasks_waiting="", join_in_order="JOIN",
-                   skip_locked="FOR UPDATE OF tasks SKIP LOCKED", for_update="FOR UPDATE")
+                   skip_locked="FOR UPDATE OF tasks SKIP LOCKED", for_update="FOR UPDATE",
+                   skip_locked_row="FOR UPDATE SKIP LOCKED")
 
 
 def dialect_of(db: Any) -> Dialect:

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from studio import leases, metrics
+from studio import facturx, invoices, leases, mail, metrics, outbox
 from studio.auth import expired_sessions
 from studio.config import Settings
 from studio.db import Database, DatabaseUnavailable, clock, dialect_of
@@ -27,6 +27,8 @@ MAX_ATTEMPTS = 3
 IDLE_WAIT_S = 0.5
 SWEEP_EVERY_S = 0.5
 SESSION_SWEEP_ROUNDS = 10  # sessions last hours: a look every five seconds is plenty
+DELIVERY_SLOTS = 4  # emails in flight at once per worker
+RECORD_TRIES = 10  # an outcome the database could not take yet is written again, a second apart
 
 
 @dataclass(frozen=True)
@@ -171,8 +173,20 @@ class Worker:
         self._can_run = sorted(providers.known)  # the providers this worker claims tasks for
         self._held: set[str] = set()
         self._running: set[asyncio.Task[None]] = set()
+        # Sends are delivered beside the tasks when the studio has a mail server.
+        self.delivery = Delivery(db, settings, self.name) if settings.smtp_url else None
 
     async def run(self) -> None:
+        if self.delivery is None:
+            return await self.run_tasks()
+        delivering = asyncio.create_task(self.delivery.run())
+        try:
+            await self.run_tasks()
+        finally:
+            delivering.cancel()
+            await asyncio.gather(delivering, return_exceptions=True)
+
+    async def run_tasks(self) -> None:
         keeper = asyncio.create_task(self._keep_claims_alive())
         slots = asyncio.Semaphore(self.settings.worker_slots)
         try:
@@ -296,6 +310,138 @@ class Worker:
                 log.warning("the database is unavailable; claims kept alive later: %s", error)
             except Exception:
                 log.exception("could not keep claims alive")
+
+
+class Delivery:
+    """Delivers queued sends a few at a time: claim, talk SMTP outside any transaction, then
+    record the outcome only while the claim holds. Any number may share one database."""
+
+    def __init__(self, db: Database, settings: Settings, name: str) -> None:
+        self.db = db
+        self.settings = settings
+        self.server = mail.mail_server(settings.smtp_url)
+        self.name = name
+        self.wake = asyncio.Event()
+        self._held: set[str] = set()
+
+    async def run(self) -> None:
+        log.info("delivering email through %s", self.server)
+        keeper = asyncio.create_task(self._keep_claims_alive())
+        slots = asyncio.Semaphore(DELIVERY_SLOTS)
+        running: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                await slots.acquire()
+                try:
+                    send = await self.claim()
+                except DatabaseUnavailable as error:
+                    log.warning("the database is unavailable; delivering again shortly: %s",
+                                error)
+                    send = None
+                except Exception:
+                    log.exception("claiming a send failed; trying again shortly")
+                    send = None
+                if send is None:
+                    slots.release()
+                    await self._idle()
+                    continue
+                job = asyncio.create_task(self._deliver_and_release(send, slots))
+                running.add(job)
+                job.add_done_callback(running.discard)
+        finally:
+            # A claim mid-conversation is not handed back: the server may have the message,
+            # so it times out and the send is tried again under the same Message-ID.
+            keeper.cancel()
+            for job in list(running):
+                job.cancel()
+            await asyncio.gather(keeper, *running, return_exceptions=True)
+
+    async def _idle(self) -> None:
+        try:
+            async with asyncio.timeout(IDLE_WAIT_S):
+                await self.wake.wait()
+        except TimeoutError:
+            pass
+        self.wake.clear()
+
+    async def claim(self) -> dict[str, Any] | None:
+        if not await self.db.read(outbox.any_due):
+            return None
+        token = outbox.new_claim(self.name)
+        self._held.add(token)
+        try:
+            send = await self.db.write_on_row_locks(outbox.claim, token,
+                                                    self.settings.claim_seconds)
+        except Exception:
+            self._held.discard(token)
+            raise
+        if send is None:
+            self._held.discard(token)
+            return None
+        return {**send, "claim": token}
+
+    async def _deliver_and_release(self, send: dict[str, Any], slots: asyncio.Semaphore
+                                   ) -> None:
+        try:
+            await self.deliver(send)
+        except Exception:
+            log.exception("send %s stopped unexpectedly; its claim will time out", send["id"])
+        finally:
+            self._held.discard(send["claim"])
+            slots.release()
+
+    async def deliver(self, send: dict[str, Any]) -> None:
+        """One try: the email built from the send as stored, the document attached."""
+        try:
+            filename, pdf, reply_to = await self.attachment_of(send)
+            message = mail.build(send, self.settings.mail_from, (filename, pdf),
+                                 send["created_at"], reply_to)
+        except (Exception, asyncio.CancelledError) as error:
+            current = asyncio.current_task()
+            if isinstance(error, asyncio.CancelledError) and current and current.cancelling():
+                raise
+            log.exception("the email of send %s could not be built", send["id"])
+            outcome = mail.Outcome("retry", f"the email could not be built: {error}")
+        else:
+            outcome = await asyncio.to_thread(mail.deliver, self.server, message)
+        for attempt in range(RECORD_TRIES):
+            try:
+                recorded = await self.db.write(outbox.record, send["id"], send["claim"],
+                                               outcome, self.settings.send_retry_cap_seconds)
+                break
+            except DatabaseUnavailable as error:
+                if attempt == RECORD_TRIES - 1:
+                    raise
+                log.warning("the outcome of send %s waits for the database: %s",
+                            send["id"], error)
+                await asyncio.sleep(1.0)
+        if not recorded:
+            log.warning("send %s: %s came after its claim was taken over; not recorded"
+                        " (the other try carries the same Message-ID)", send["id"],
+                        outcome.status)
+
+    async def attachment_of(self, send: dict[str, Any]) -> tuple[str, bytes, str]:
+        """(file name, the invoice's Factur-X PDF, the seller's email to reply to)."""
+        invoice = await self.db.read(invoices._document, send["owner_id"], send["invoice_id"])
+        if invoice is None:
+            raise LookupError("the invoice is gone")
+        name = "".join(c if c.isalnum() or c in "._-" else "_" for c in invoice["number"])
+        reply_to = (invoice.get("seller") or {}).get("email") or ""
+        pdf = await facturx.facturx_pdf(self.db, send["owner_id"], send["invoice_id"])
+        return f"{name}.pdf", pdf, reply_to
+
+    async def _keep_claims_alive(self) -> None:
+        every = self.settings.claim_seconds / 3
+        while True:
+            await asyncio.sleep(every)
+            try:
+                if self._held:
+                    await self.db.write(outbox.keep_claims, list(self._held),
+                                        self.settings.claim_seconds)
+            except DatabaseUnavailable as error:
+                log.warning("the database is unavailable; claims kept alive later: %s", error)
+            except Exception:
+                log.exception("could not keep send claims alive")
 
 
 async def sweep(db: Database, settings: Settings | None = None) -> None:

@@ -1,0 +1,186 @@
+"""Email: the mail server the settings name, an invoice's message built from its send, and
+one SMTP conversation that says how it ended.
+
+The conversation runs on a thread (smtplib blocks) and never inside a transaction; its outcome
+is one of three: sent, try again later (a 4xx reply or the server unreachable), or failed for
+good (a 5xx reply), always with the server's own words.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import smtplib
+import ssl
+from dataclasses import dataclass, field
+from email.message import EmailMessage
+from email.policy import SMTP
+from urllib.parse import unquote, urlsplit
+
+SMTP_TIMEOUT_S = 20.0
+DEFAULT_PORTS = {"smtp": 587, "smtps": 465}
+LOOPBACK = {"localhost", "127.0.0.1", "::1"}
+MAX_ADDRESS = 254
+# An address as a person types it: one @, no spaces, a dot in the domain. Mail servers judge
+# the rest; this keeps out what is plainly a typo and anything that could break a header.
+ADDRESS = re.compile(r"[^@\s,;<>()\[\]\"\\]+@[^@\s,;<>()\[\]\"\\]+\.[^@\s,;<>()\[\]\"\\.]+")
+
+
+class MailSettingError(ValueError):
+    """STUDIO_SMTP_URL or STUDIO_MAIL_FROM cannot be used; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class MailServer:
+    """Where mail goes: `smtp://` talks STARTTLS when the server offers it, `smtps://` TLS
+    from the first byte."""
+
+    scheme: str
+    host: str
+    port: int
+    user: str = ""
+    password: str = field(default="", repr=False)
+
+    def __str__(self) -> str:
+        who = f"{self.user}@" if self.user else ""
+        return f"{self.scheme}://{who}{self.host}:{self.port}"  # never the password
+
+
+def mail_server(url: str) -> MailServer:
+    """STUDIO_SMTP_URL read: `smtp://user:pass@host:port` or `smtps://...`."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        raise MailSettingError("STUDIO_SMTP_URL is not a URL; write it as"
+                               " smtp://user:password@host:587 or smtps://...:465") from None
+    if parts.scheme not in DEFAULT_PORTS or not parts.hostname:
+        raise MailSettingError("STUDIO_SMTP_URL must start smtp:// (STARTTLS when the server"
+                               " offers it) or smtps:// (TLS) and name a host")
+    return MailServer(parts.scheme, parts.hostname, port or DEFAULT_PORTS[parts.scheme],
+                      unquote(parts.username or ""), unquote(parts.password or ""))
+
+
+def is_address(value: str) -> bool:
+    return len(value) <= MAX_ADDRESS and ADDRESS.fullmatch(value) is not None
+
+
+def sender_address(mail_from: str) -> str:
+    """The address of STUDIO_MAIL_FROM, which may carry a name: `Studio <billing@x.com>`."""
+    if "\r" in mail_from or "\n" in mail_from:
+        raise MailSettingError("STUDIO_MAIL_FROM must be one line")
+    address = email.utils.parseaddr(mail_from)[1]
+    if not is_address(address):
+        raise MailSettingError("STUDIO_MAIL_FROM must be an email address, such as"
+                               " billing@example.com or 'Studio <billing@example.com>'")
+    return address
+
+
+def message_id(send_id: str, mail_from: str) -> str:
+    """The send's Message-ID: the same for every try, so a copy delivered twice after a crash
+    is recognisably the same message."""
+    return f"<send-{send_id}@{sender_address(mail_from).rsplit('@', 1)[1]}>"
+
+
+def build(send: dict[str, str], mail_from: str, attachment: tuple[str, bytes],
+          created_at: float, reply_to: str = "") -> EmailMessage:
+    """The email of a send: its words as stored, the document attached."""
+    message = EmailMessage(policy=SMTP)
+    message["From"] = mail_from
+    message["To"] = send["recipient"]
+    if send["cc"]:
+        message["Cc"] = send["cc"]
+    if reply_to and is_address(reply_to):
+        message["Reply-To"] = reply_to
+    message["Subject"] = send["subject"]
+    message["Date"] = email.utils.formatdate(created_at)
+    message["Message-ID"] = send["message_id"]
+    message.set_content(send["message"])
+    filename, content = attachment
+    message.add_attachment(content, maintype="application", subtype="pdf", filename=filename)
+    return message
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one try ended: `sent`, `retry` (try again later) or `failed` (for good)."""
+
+    status: str
+    reply: str
+
+
+def judged(code: int, text: bytes | str) -> Outcome:
+    """A reply's meaning by its first digit: 2 sent, 4 later, 5 never."""
+    words = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+    reply = f"{code} {' '.join(words.split())}".strip()
+    if 200 <= code < 300:
+        return Outcome("sent", reply)
+    return Outcome("failed" if 500 <= code < 600 else "retry", reply)
+
+
+def deliver(server: MailServer, message: EmailMessage, timeout: float = SMTP_TIMEOUT_S
+            ) -> Outcome:
+    """One SMTP conversation, blocking: the message to every recipient, or the reason not.
+    Some recipients refused while others took it is `sent`, the refusals in the reply."""
+    recipients = [address for _, address in email.utils.getaddresses(
+        [message["To"] or "", message["Cc"] or ""]) if address]
+    sender = email.utils.parseaddr(message["From"])[1]
+    try:
+        client = _connect(server, timeout)
+        try:
+            return _conversation(client, server, sender, recipients, message)
+        finally:
+            try:
+                client.quit()
+            except (smtplib.SMTPException, OSError):
+                client.close()
+    except smtplib.SMTPResponseException as error:
+        return judged(error.smtp_code, error.smtp_error)
+    except (smtplib.SMTPException, OSError) as error:
+        # Refused, reset, timed out, a name that does not resolve yet: the server may be back.
+        return Outcome("retry", f"{type(error).__name__}: {error}".strip())
+
+
+def _connect(server: MailServer, timeout: float) -> smtplib.SMTP:
+    tls = ssl.create_default_context()
+    if server.scheme == "smtps":
+        return smtplib.SMTP_SSL(server.host, server.port, timeout=timeout, context=tls)
+    client = smtplib.SMTP(server.host, server.port, timeout=timeout)
+    client.ehlo_or_helo_if_needed()
+    if client.has_extn("starttls"):
+        client.starttls(context=tls)
+        client.ehlo()
+    return client
+
+
+def _conversation(client: smtplib.SMTP, server: MailServer, sender: str,
+                  recipients: list[str], message: EmailMessage) -> Outcome:
+    client.ehlo_or_helo_if_needed()
+    if server.user:
+        if client.sock is not None and not isinstance(client.sock, ssl.SSLSocket) \
+                and server.host not in LOOPBACK:
+            return Outcome("retry", "the mail server offers no TLS, so the password was not"
+                                    " sent; use smtps:// or a server that offers STARTTLS")
+        client.login(server.user, server.password)
+    code, text = client.mail(sender)
+    if code != 250:
+        client.rset()
+        return judged(code, text)
+    refused = []
+    for address in recipients:
+        code, text = client.rcpt(address)
+        if code not in (250, 251):
+            refused.append((address, judged(code, text)))
+    if len(refused) == len(recipients):
+        client.rset()
+        # Any recipient refused for good fails the send; all only for now, it waits.
+        final = [outcome for _, outcome in refused if outcome.status == "failed"]
+        worst = (final or [outcome for _, outcome in refused])[0]
+        return Outcome(worst.status, "; ".join(f"{a}: {o.reply}" for a, o in refused))
+    code, text = client.data(message.as_bytes())
+    outcome = judged(code, text)
+    if outcome.status == "sent" and refused:
+        return Outcome("sent", outcome.reply + "; not delivered to "
+                       + "; ".join(f"{a}: {o.reply}" for a, o in refused))
+    return outcome
+

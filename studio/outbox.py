@@ -1,0 +1,280 @@
+"""The outbox: an email to send is a row (`sends`) written in the transaction of its request,
+and delivered after it by a worker that claims it, talks to the mail server outside any
+transaction, and records how it went only while its claim still holds.
+
+One request is one email: the send is bound to its request id (`bindings.once`), its
+Message-ID is derived from its id, and a try whose outcome was never recorded (the process
+died) is tried again under the same Message-ID.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import uuid
+from typing import Any
+
+from studio import bindings, mail, shares
+from studio.db import after_commit, clock, dialect_of
+from studio.errors import Refusal
+from studio.invoices import owned
+from studio.leases import timestamp
+
+log = logging.getLogger("studio.outbox")
+
+KINDS = {"send": "invoice", "reminder": "reminder"}  # binding kind -> the send's kind
+MAX_SUBJECT = 200
+MAX_MESSAGE = 10_000
+MAX_CC = 10
+BACKOFF_FIRST_S = 1.0
+
+
+# --- what a person asks ----------------------------------------------------------------------
+
+
+def _one_line(value: object, refusal: str, most: int) -> str | None:
+    """A header's text: one line (a line break would start a header of its own)."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or "\r" in value or "\n" in value or len(value) > most:
+        raise Refusal(refusal)
+    return value.strip() or None
+
+
+def _address(value: object) -> str | None:
+    address = _one_line(value, "invalid_recipient", mail.MAX_ADDRESS)
+    if address is not None and not mail.is_address(address):
+        raise Refusal("invalid_recipient")
+    return address
+
+
+def _copies(value: object) -> list[str]:
+    """Cc: a list, or addresses separated by commas as a form field holds them."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        if "\r" in value or "\n" in value:
+            raise Refusal("invalid_recipient")
+        value = [part for part in value.replace(";", ",").split(",") if part.strip()]
+    if not isinstance(value, list) or len(value) > MAX_CC:
+        raise Refusal("invalid_recipient", f"Copy the email to at most {MAX_CC} addresses,"
+                                           " separated by commas.")
+    return [address for item in value if (address := _address(item))]
+
+
+def parse_send(body: dict[str, Any]) -> dict[str, Any]:
+    """`{to?, cc?, subject?, message?}` checked; what is left out is filled in from the
+    invoice when the send is written."""
+    message = body.get("message")
+    if message is None or message == "":
+        message = None
+    elif not isinstance(message, str) or len(message) > MAX_MESSAGE:
+        raise Refusal("invalid_message")
+    else:
+        message = message.replace("\r\n", "\n").strip() or None
+    return {"to": _address(body.get("to")), "cc": _copies(body.get("cc")),
+            "subject": _one_line(body.get("subject"), "invalid_subject", MAX_SUBJECT),
+            "message": message}
+
+
+# --- the words -------------------------------------------------------------------------------
+
+
+def _invoice_facts(db: sqlite3.Connection, invoice: sqlite3.Row) -> dict[str, Any]:
+    seller = json.loads(invoice["seller"]) if invoice["seller"] else {}
+    buyer = json.loads(invoice["buyer"]) if invoice["buyer"] else {}
+    balance = db.execute("SELECT amount_due, payment_status FROM balances WHERE invoice_id = ?",
+                         (invoice["id"],)).fetchone()
+    customer_email = ""
+    if invoice["customer_id"]:
+        row = db.execute("SELECT email FROM customers WHERE id = ?",
+                         (invoice["customer_id"],)).fetchone()
+        customer_email = row["email"] if row else ""
+    return {"number": invoice["number"], "kind": invoice["kind"],
+            "currency": invoice["currency"], "total": invoice["total"],
+            "due_date": invoice["due_date"], "customer": invoice["customer"],
+            "seller": seller.get("name") or "",
+            "seller_email": seller.get("email") or "",
+            "email": customer_email or buyer.get("email") or "",
+            "amount_due": balance["amount_due"] if balance else None,
+            "payment_status": balance["payment_status"] if balance else None}
+
+
+def default_words(facts: dict[str, Any], kind: str) -> tuple[str, str]:
+    """The subject and message a send starts with; the person may change both."""
+    what = "credit note" if facts["kind"] == "credit_note" else "invoice"
+    sign = f"\n\nKind regards,\n{facts['seller']}" if facts["seller"] else "\n\nKind regards"
+    from_whom = f" from {facts['seller']}" if facts["seller"] else ""
+    if kind == "reminder":
+        due = facts["amount_due"] or facts["total"]
+        return (f"Reminder: invoice {facts['number']} is still open",
+                f"Hello,\n\nthis is a friendly reminder that invoice {facts['number']},"
+                f" due on {facts['due_date']}, still has {facts['currency']} {due} to pay."
+                " If you have already paid it, please ignore this email. The invoice is"
+                f" attached again for your records.{sign}")
+    if what == "credit note":
+        body = f"please find attached credit note {facts['number']}" \
+               f" for {facts['currency']} {facts['total']}."
+    else:
+        body = f"please find attached invoice {facts['number']} for" \
+               f" {facts['currency']} {facts['total']}, due on {facts['due_date']}."
+    return f"{what.capitalize()} {facts['number']}{from_whom}", f"Hello,\n\n{body}{sign}"
+
+
+def _refuse_unless_sendable(invoice: sqlite3.Row, facts: dict[str, Any], kind: str) -> None:
+    if invoice["status"] != "issued":
+        raise Refusal("invoice_not_issued")
+    if kind == "reminder" and facts["payment_status"] in (None, "paid"):
+        raise Refusal("nothing_due")
+
+
+# --- queueing --------------------------------------------------------------------------------
+
+
+def queue(db: sqlite3.Connection, actor_id: str, invoice_id: str, binding: str,
+          request_id: str, asked: dict[str, Any], mail_from: str, base_url: str,
+          now: float | None = None) -> tuple[dict[str, Any], bool]:
+    """Write the send with its request binding, in one transaction: (the send, created).
+    The same request again answers the send it made, whatever happened since."""
+    now = clock(now)
+    kind = KINDS[binding]
+    invoice = owned(db, actor_id, invoice_id)
+
+    def make(send_id: str) -> None:
+        facts = _invoice_facts(db, invoice)
+        _refuse_unless_sendable(invoice, facts, kind)
+        recipient = asked["to"] or facts["email"]
+        if not recipient or not mail.is_address(recipient):
+            raise Refusal("recipient_missing")
+        subject, message = default_words(facts, kind)
+        message = asked["message"] or message
+        link_id, token = shares.mint(db, actor_id, invoice_id, now)
+        message += f"\n\nView the invoice online: {base_url.rstrip('/')}/i/{token}"
+        db.execute(
+            "INSERT INTO sends (id, owner_id, invoice_id, kind, recipient, cc, subject, message,"
+            " document_sha256, message_id, share_link_id, status, next_attempt_at, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
+            (send_id, actor_id, invoice_id, kind, recipient, ", ".join(asked["cc"]),
+             asked["subject"] or subject, message, invoice["frozen_sha256"],
+             mail.message_id(send_id, mail_from), link_id, now, now))
+        after_commit(lambda: log.info("send %s of invoice %s queued for %s", send_id,
+                                      invoice_id, recipient))
+
+    send_id, created = bindings.once(db, actor_id, binding, request_id,
+                                     bindings.fingerprint({"invoice_id": invoice_id, **asked}),
+                                     make, now)
+    return _send(db, send_id), created
+
+
+def _send(db: sqlite3.Connection, send_id: str) -> dict[str, Any]:
+    row = db.execute("SELECT * FROM sends WHERE id = ?", (send_id,)).fetchone()
+    return as_json(row)
+
+
+def as_json(row: Any) -> dict[str, Any]:
+    return {"send_id": row["id"], "invoice_id": row["invoice_id"], "kind": row["kind"],
+            "status": row["status"], "to": row["recipient"],
+            "cc": [a for a in row["cc"].split(", ") if a], "subject": row["subject"],
+            "message_id": row["message_id"], "attempts": row["attempts"],
+            "reply": row["reply"], "created_at": timestamp(row["created_at"]),
+            "sent_at": timestamp(row["sent_at"])}
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+def sends_of(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> list[dict[str, Any]]:
+    """Every send of the actor's invoice, newest first."""
+    owned(db, actor_id, invoice_id)
+    return [as_json(row) for row in db.execute(
+        "SELECT * FROM sends WHERE invoice_id = ? AND owner_id = ?"
+        " ORDER BY created_at DESC, id DESC", (invoice_id, actor_id))]
+
+
+def sending_of(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> dict[str, Any]:
+    """What the invoice page shows of sending: its sends, and the forms' first words."""
+    invoice = owned(db, actor_id, invoice_id)
+    sends = sends_of(db, actor_id, invoice_id)
+    if invoice["status"] != "issued":
+        return {"sends": sends, "issued": False}
+    facts = _invoice_facts(db, invoice)
+    send_subject, send_message = default_words(facts, "invoice")
+    remind_subject, remind_message = default_words(facts, "reminder")
+    return {"sends": sends, "issued": True, "to": facts["email"],
+            "send_words": {"subject": send_subject, "message": send_message},
+            "remind_words": {"subject": remind_subject, "message": remind_message},
+            "can_remind": facts["payment_status"] not in (None, "paid")}
+
+
+# --- delivery --------------------------------------------------------------------------------
+
+
+def any_due(db: sqlite3.Connection, now: float | None = None) -> bool:
+    """Whether a send waits for a try now (a cheap look before claiming)."""
+    now = clock(now)
+    return db.execute(
+        "SELECT 1 FROM sends WHERE status = 'queued' AND next_attempt_at <= ?"
+        " AND (claim IS NULL OR claim_expires_at <= ?) LIMIT 1", (now, now)).fetchone() is not None
+
+
+def claim(db: sqlite3.Connection, claim_token: str, claim_seconds: float,
+          now: float | None = None) -> dict[str, Any] | None:
+    """Take the send waiting longest whose try is due, or one whose claim timed out (its
+    worker died mid-try): only the claim's holder may record how the try went. Right on row
+    locks alone: the row is locked and its state checked again as it is taken."""
+    now = clock(now)
+    row = db.execute(
+        f"""
+        UPDATE sends SET claim = :claim, claim_expires_at = :expires, attempts = attempts + 1
+         WHERE id = (SELECT id FROM sends
+                      WHERE status = 'queued' AND next_attempt_at <= :now
+                        AND (claim IS NULL OR claim_expires_at <= :now)
+                      ORDER BY next_attempt_at LIMIT 1 {dialect_of(db).skip_locked_row})
+           AND status = 'queued' AND (claim IS NULL OR claim_expires_at <= :now)
+        RETURNING id, owner_id, invoice_id, kind, recipient, cc, subject, message,
+                  message_id, attempts, created_at
+        """,
+        {"claim": claim_token, "expires": now + claim_seconds, "now": now}).fetchone()
+    return None if row is None else dict(row)
+
+
+def backoff(attempts: int, cap: float) -> float:
+    """Seconds before the next try after `attempts` tries: 1, 2, 4, ... at most `cap`."""
+    return min(cap, BACKOFF_FIRST_S * 2 ** max(0, min(attempts - 1, 30)))
+
+
+def record(db: sqlite3.Connection, send_id: str, claim_token: str, outcome: mail.Outcome,
+           retry_cap: float, now: float | None = None) -> bool:
+    """How a try went, written only while this claim still holds the queued send; False when
+    it no longer does (it timed out and another worker took the send over)."""
+    now = clock(now)
+    reply = outcome.reply[:1000]
+    held = "WHERE id = :id AND claim = :claim AND status = 'queued'"
+    args = {"id": send_id, "claim": claim_token, "reply": reply, "now": now}
+    if outcome.status == "sent":
+        sql = ("UPDATE sends SET status = 'sent', sent_at = :now, reply = :reply, claim = NULL,"
+               f" claim_expires_at = NULL {held}")
+    elif outcome.status == "failed":
+        sql = ("UPDATE sends SET status = 'failed', reply = :reply, claim = NULL,"
+               f" claim_expires_at = NULL {held}")
+    else:
+        sql = ("UPDATE sends SET next_attempt_at = :now + :wait, reply = :reply, claim = NULL,"
+               f" claim_expires_at = NULL {held}")
+        attempts = db.execute("SELECT attempts FROM sends WHERE id = ?", (send_id,)).fetchone()
+        args["wait"] = backoff(attempts["attempts"] if attempts else 1, retry_cap)
+    if db.execute(sql, args).rowcount == 1:
+        after_commit(lambda: log.info("send %s: %s (%s)", send_id, outcome.status, reply))
+        return True
+    return False
+
+
+def keep_claims(db: sqlite3.Connection, claims: list[str], claim_seconds: float) -> None:
+    """A worker mid-conversation keeps its claims from timing out."""
+    now = clock(None)
+    db.executemany("UPDATE sends SET claim_expires_at = ? WHERE claim = ? AND status = 'queued'",
+                   [(now + claim_seconds, token) for token in claims])
+
+
+def new_claim(worker_name: str) -> str:
+    return f"{worker_name}:send:{uuid.uuid4().hex}"

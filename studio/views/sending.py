@@ -1,0 +1,71 @@
+"""Sending handlers: an invoice or a payment reminder queued by email, and the invoice's sends."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from studio import bindings, outbox
+from studio.auth import Actor
+from studio.errors import Refusal
+from studio.web import answer, current_actor, moved_to, path_id, read_body, studio_of
+
+HTMX_ACCEPTED = 202
+
+
+def _base_url(request: Request) -> str:
+    """The address the person reached the studio at: the share link in the email uses it."""
+    try:
+        return str(request.base_url)
+    except ValueError:  # an unreadable Host header: the link is relative, still readable
+        return "/"
+
+
+async def _queue(request: Request, binding: str) -> Response:
+    invoice_id = path_id(request, "invoice_id", "invoice_not_found")
+    body = await read_body(request)
+    actor = await current_actor(request)
+    studio = studio_of(request)
+    if not studio.settings.smtp_url:
+        raise Refusal("sending_not_configured")
+    send, created = await studio.db.write(
+        outbox.queue, actor.id, invoice_id, binding, bindings.parse_request_id(body),
+        outbox.parse_send(body), studio.settings.mail_from, _base_url(request))
+    delivery = studio.worker.delivery if studio.worker else None
+    if created and delivery is not None:
+        delivery.wake.set()
+    return moved_to(request, f"/invoices/{invoice_id}", send,
+                    HTMX_ACCEPTED if created else 200)
+
+
+async def send_invoice(request: Request) -> Response:
+    """`POST /invoices/{id}/send`: 202 and the queued send; the same request again, 200 and
+    that send."""
+    return await _queue(request, "send")
+
+
+async def remind(request: Request) -> Response:
+    """`POST /invoices/{id}/remind`: a payment reminder for an invoice with money still due."""
+    return await _queue(request, "reminder")
+
+
+async def page_context(request: Request, actor: Actor, invoice_id: str) -> dict[str, Any]:
+    """What the invoice page shows of sending; each form's id minted once per page."""
+    studio = studio_of(request)
+    sending = await studio.db.read(outbox.sending_of, actor.id, invoice_id)
+    return {"sending": {**sending, "ready": bool(studio.settings.smtp_url),
+                        "send_request_id": str(uuid.uuid4()),
+                        "remind_request_id": str(uuid.uuid4())}}
+
+
+async def send_list(request: Request) -> Response:
+    """`GET /invoices/{id}/sends`: every send of the invoice, newest first."""
+    invoice_id = path_id(request, "invoice_id", "invoice_not_found")
+    actor = await current_actor(request)
+    sends = await studio_of(request).db.read(outbox.sends_of, actor.id, invoice_id)
+    context = {"sending": {"sends": sends}, "invoice": {"id": invoice_id}}
+    return answer(request, sends, template="_sends.html", context=context,
+                  fragment="_sends.html")

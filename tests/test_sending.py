@@ -1,0 +1,533 @@
+"""Sending, exactly once: an invoice or a reminder queued with its request, delivered by the
+worker to a real SMTP server (aiosmtpd on loopback), and shown on the invoice page."""
+
+from __future__ import annotations
+
+import asyncio
+import email
+import email.policy
+import io
+import threading
+import time
+from collections.abc import Iterator
+from email.message import EmailMessage
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from aiosmtpd.controller import Controller
+from pypdf import PdfReader
+
+from studio import mail, outbox
+from studio.config import Settings, from_environment
+from tests.conftest import (
+    ADA,
+    BEN,
+    Running,
+    database_digest,
+    execute,
+    free_port,
+    rows,
+    running,
+    scalar,
+)
+from tests.test_words_pages import assert_plain
+
+pytestmark = pytest.mark.anyio
+
+SENDER = "Ada's studio <billing@studio.test>"
+PAGE = {"Accept": "text/html"}
+
+
+# --- a real SMTP server ----------------------------------------------------------------------
+
+
+class Inbox:
+    """What an SMTP server on loopback received; it may refuse, or run a hook on DATA."""
+
+    def __init__(self) -> None:
+        self.messages: list[EmailMessage] = []
+        self.refuse_rcpt = ""  # e.g. "550 5.1.1 No such mailbox"
+        self.on_data: Any = None
+        self.lock = threading.Lock()
+
+    async def handle_RCPT(self, server: Any, session: Any, envelope: Any, address: str,
+                          options: list[str]) -> str:
+        if self.refuse_rcpt:
+            return self.refuse_rcpt
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        message = email.message_from_bytes(envelope.content, policy=email.policy.default)
+        with self.lock:
+            self.messages.append(message)  # type: ignore[arg-type]
+        if self.on_data is not None:
+            self.on_data(message)
+        return "250 2.0.0 Ok: queued"
+
+    def message_ids(self) -> list[str]:
+        with self.lock:
+            return [message["Message-ID"] for message in self.messages]
+
+
+class MailServer:
+    """aiosmtpd on 127.0.0.1 at a port that stays the same while it is stopped and started."""
+
+    def __init__(self, inbox: Inbox, port: int | None = None) -> None:
+        self.inbox = inbox
+        self.port = port or free_port()
+        self.controller: Controller | None = None
+
+    def start(self) -> None:
+        self.controller = Controller(self.inbox, hostname="127.0.0.1", port=self.port)
+        self.controller.start()
+
+    def stop(self) -> None:
+        if self.controller is not None:
+            self.controller.stop()
+            self.controller = None
+
+    @property
+    def url(self) -> str:
+        return f"smtp://127.0.0.1:{self.port}"
+
+
+@pytest.fixture
+def inbox() -> Inbox:
+    return Inbox()
+
+
+@pytest.fixture
+def smtp(inbox: Inbox) -> Iterator[MailServer]:
+    server = MailServer(inbox)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def with_mail(settings: Settings, server: MailServer, **changes: Any) -> Settings:
+    return settings.with_changes(smtp_url=server.url, mail_from=SENDER, **changes)
+
+
+def send_body(request_id: str = "send-1", **fields: Any) -> dict[str, Any]:
+    return {"request_id": request_id, "to": "accounts@northwind.test", **fields}
+
+
+async def wait_for(check: Any, seconds: float = 15.0, what: str = "it") -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        await anyio.sleep(0.05)
+
+
+def send_row(studio: Running, send_id: str) -> Any:
+    return rows(studio.settings.db_path, "SELECT * FROM sends WHERE id = ?", send_id)[0]
+
+
+def count(studio: Running, sql: str, *params: Any) -> int:
+    return scalar(studio.settings.db_path, sql, *params)
+
+
+@pytest.fixture
+async def mailing(settings: Settings, smtp: MailServer) -> Any:
+    async with running(with_mail(settings, smtp)) as started:
+        yield started
+
+
+# --- queueing and delivering -----------------------------------------------------------------
+
+
+async def test_a_send_is_queued_then_delivered_once_with_the_pdf_and_a_share_link(
+        mailing: Running, inbox: Inbox) -> None:
+    client = await mailing.signed_in()
+    invoice_id = mailing.invoice_ids()[0]
+    reply = await client.post(f"/invoices/{invoice_id}/send", json=send_body(
+        cc=["boss@northwind.test"], message="Hello,\n\nhere it is."))
+    assert reply.status_code == 202, reply.text
+    assert reply.json()["status"] == "queued"
+    send_id = reply.json()["send_id"]
+    row = send_row(mailing, send_id)
+    assert row["kind"] == "invoice" and row["recipient"] == "accounts@northwind.test"
+    assert row["document_sha256"] == count(
+        mailing, "SELECT frozen_sha256 FROM invoices WHERE id = ?", invoice_id)
+    assert row["message_id"] == f"<send-{send_id}@studio.test>"
+    assert row["share_link_id"] and count(
+        mailing, "SELECT COUNT(*) FROM share_links WHERE id = ?", row["share_link_id"]) == 1
+
+    await wait_for(lambda: send_row(mailing, send_id)["status"] == "sent", what="delivery")
+    assert len(inbox.messages) == 1
+    message = inbox.messages[0]
+    assert message["Message-ID"] == row["message_id"]
+    assert message["To"] == "accounts@northwind.test" and message["Cc"] == "boss@northwind.test"
+    assert message["From"] == SENDER
+    body = message.get_body(("plain",)).get_content().replace("\r\n", "\n")
+    assert body.startswith("Hello,\n\nhere it is.")
+    assert "http://studio.test/i/" in body
+    pdf = next(part for part in message.iter_attachments())
+    assert pdf.get_content_type() == "application/pdf"
+    assert pdf.get_content().startswith(b"%PDF")
+    assert pdf.get_filename().endswith(".pdf")
+    # The e-invoice: the document's PDF with its CII XML inside.
+    assert "factur-x.xml" in PdfReader(io.BytesIO(pdf.get_content())).attachments
+    sent = send_row(mailing, send_id)
+    assert sent["sent_at"] is not None and sent["reply"].startswith("250")
+    assert sent["claim"] is None and sent["attempts"] == 1
+
+
+async def test_replayed_send_requests_are_one_send_and_one_email(
+        mailing: Running, inbox: Inbox) -> None:
+    client = await mailing.signed_in()
+    invoice_id = mailing.invoice_ids()[0]
+    first = await client.post(f"/invoices/{invoice_id}/send", json=send_body())
+    replies = [await client.post(f"/invoices/{invoice_id}/send", json=send_body())
+               for _ in range(3)]
+    assert first.status_code == 202
+    assert {r.status_code for r in replies} == {200}
+    assert {r.json()["send_id"] for r in replies} == {first.json()["send_id"]}
+    assert count(mailing, "SELECT COUNT(*) FROM sends") == 1
+    await wait_for(lambda: len(inbox.messages) == 1, what="the email")
+    again = await client.post(f"/invoices/{invoice_id}/send", json=send_body())
+    assert again.status_code == 200 and again.json()["send_id"] == first.json()["send_id"]
+    await anyio.sleep(1.0)  # a second email would have had time to arrive
+    assert len(inbox.messages) == 1
+
+
+async def test_a_request_id_reused_with_other_input_is_refused_and_changes_nothing(
+        mailing: Running) -> None:
+    client = await mailing.signed_in()
+    invoice_id = mailing.invoice_ids()[0]
+    assert (await client.post(f"/invoices/{invoice_id}/send", json=send_body())
+            ).status_code == 202
+    before = count(mailing, "SELECT COUNT(*) FROM sends")
+    other = await client.post(f"/invoices/{invoice_id}/send",
+                              json=send_body(subject="Another subject"))
+    assert other.status_code == 409 and other.json()["detail"] == "request_id_conflict"
+    assert count(mailing, "SELECT COUNT(*) FROM sends") == before == 1
+
+
+async def test_racing_duplicate_sends_make_one_row_and_one_email(
+        mailing: Running, inbox: Inbox) -> None:
+    clients = [await mailing.signed_in() for _ in range(2)]
+    invoice_id = mailing.invoice_ids()[1]
+    replies: list[httpx.Response] = []
+
+    async def post(client: httpx.AsyncClient) -> None:
+        replies.append(await client.post(f"/invoices/{invoice_id}/send",
+                                          json=send_body("raced")))
+
+    async with anyio.create_task_group() as group:
+        for n in range(12):
+            group.start_soon(post, clients[n % 2])
+    assert sorted(r.status_code for r in replies) == [200] * 11 + [202]
+    assert len({r.json()["send_id"] for r in replies}) == 1
+    assert count(mailing, "SELECT COUNT(*) FROM sends") == 1
+    assert count(mailing, "SELECT COUNT(*) FROM request_bindings WHERE kind = 'send'") == 1
+    await wait_for(lambda: len(inbox.messages) == 1, what="the email")
+    await anyio.sleep(1.0)
+    assert len(inbox.messages) == 1
+
+
+async def test_sending_without_a_mail_server_is_refused_saying_what_to_set(
+        studio: Running) -> None:
+    client = await studio.signed_in()
+    invoice_id = studio.invoice_ids()[0]
+    before = database_digest(studio.settings.db_path)
+    for path in ("send", "remind"):
+        reply = await client.post(f"/invoices/{invoice_id}/{path}", json=send_body())
+        assert reply.status_code == 409, reply.text
+        assert reply.json()["detail"] == "sending_not_configured"
+        assert "STUDIO_SMTP_URL" in reply.json()["message"]
+    assert database_digest(studio.settings.db_path) == before
+    page = (await client.get(f"/invoices/{invoice_id}", headers=PAGE)).text
+    assert "cannot send email yet" in page and "Send by email" not in page
+
+
+async def test_a_draft_is_not_sent(mailing: Running) -> None:
+    client = await mailing.signed_in()
+    draft = (await client.post("/invoices", json={
+        "customer": "Draft Co", "currency": "EUR", "due_date": "2027-03-01",
+        "line_items": [{"description": "Work", "quantity": "1", "unit_price": "10"}]})).json()
+    reply = await client.post(f"/invoices/{draft['id']}/send", json=send_body())
+    assert reply.status_code == 409 and reply.json()["detail"] == "invoice_not_issued"
+    assert count(mailing, "SELECT COUNT(*) FROM sends") == 0
+    assert count(mailing, "SELECT COUNT(*) FROM request_bindings WHERE kind = 'send'") == 0
+
+
+async def test_someone_elses_invoice_is_as_absent_as_a_made_up_one(mailing: Running) -> None:
+    client = await mailing.signed_in(BEN)
+    reply = await client.post(f"/invoices/{mailing.invoice_ids(ADA)[0]}/send",
+                              json=send_body())
+    assert reply.status_code == 404 and reply.json()["detail"] == "invoice_not_found"
+    assert count(mailing, "SELECT COUNT(*) FROM sends") == 0
+
+
+@pytest.mark.parametrize(("fields", "code"), [
+    ({"subject": "Invoice\r\nBcc: everyone@evil.test"}, "invalid_subject"),
+    ({"subject": "Invoice\nBcc: everyone@evil.test"}, "invalid_subject"),
+    ({"to": "a@b.test\r\nBcc: everyone@evil.test"}, "invalid_recipient"),
+    ({"cc": "a@b.test\nBcc: everyone@evil.test"}, "invalid_recipient"),
+    ({"cc": ["fine@b.test", "x@y.test\r\nBcc: z@evil.test"]}, "invalid_recipient"),
+    ({"to": "not an address"}, "invalid_recipient"),
+    ({"to": "two@a.test, three@b.test"}, "invalid_recipient"),
+    ({"cc": [f"c{n}@b.test" for n in range(11)]}, "invalid_recipient"),
+    ({"subject": "x" * 201}, "invalid_subject"),
+    ({"message": "x" * 10_001}, "invalid_message"),
+    ({"message": 12}, "invalid_message"),
+])
+async def test_header_injection_and_bad_addresses_are_refused_writing_nothing(
+        mailing: Running, fields: dict[str, Any], code: str) -> None:
+    client = await mailing.signed_in()
+    invoice_id = mailing.invoice_ids()[0]
+    before = database_digest(mailing.settings.db_path)
+    reply = await client.post(f"/invoices/{invoice_id}/send", json=send_body(**fields))
+    assert reply.status_code == 422, reply.text
+    assert reply.json()["detail"] == code
+    assert database_digest(mailing.settings.db_path) == before
+
+
+async def _issued_for_customer(studio: Running, client: httpx.AsyncClient, email_: str) -> str:
+    owner = scalar(studio.settings.db_path, "SELECT id FROM actors WHERE email = ?", ADA)
+    execute(studio.settings.db_path,
+            "INSERT INTO customers (id, owner_id, name, email, created_at, updated_at)"
+            " VALUES (?, ?, 'Heron Press', ?, 0, 0)", f"customer-{email_}", owner, email_)
+    draft = (await client.post("/invoices", json={
+        "customer": "Heron Press", "customer_id": f"customer-{email_}", "currency": "EUR",
+        "due_date": "2027-03-01",
+        "line_items": [{"description": "Typesetting", "quantity": "1", "unit_price": "90"}]}))
+    assert draft.status_code == 201, draft.text
+    issued = await client.post(f"/invoices/{draft.json()['id']}/issue",
+                               json={"request_id": f"issue-{email_}", "revision": 1})
+    assert issued.status_code == 201, issued.text
+    return draft.json()["id"]
+
+
+async def test_the_recipient_defaults_to_the_customers_email(mailing: Running) -> None:
+    client = await mailing.signed_in()
+    invoice_id = await _issued_for_customer(mailing, client, "books@heron.test")
+    reply = await client.post(f"/invoices/{invoice_id}/send", json={"request_id": "no-to"})
+    assert reply.status_code == 202, reply.text
+    row = send_row(mailing, reply.json()["send_id"])
+    assert row["recipient"] == "books@heron.test"
+    assert row["subject"].startswith("Invoice INV-")
+    page = (await client.get(f"/invoices/{invoice_id}", headers=PAGE)).text
+    assert 'value="books@heron.test"' in page
+
+
+async def test_without_an_address_on_file_the_recipient_must_be_given(
+        mailing: Running) -> None:
+    client = await mailing.signed_in()
+    invoice_id = mailing.invoice_ids()[0]  # the demo's customers have no email
+    reply = await client.post(f"/invoices/{invoice_id}/send", json={"request_id": "nobody"})
+    assert reply.status_code == 422 and reply.json()["detail"] == "recipient_missing"
+    assert count(mailing, "SELECT COUNT(*) FROM sends") == 0
+
+
+# --- reminders -------------------------------------------------------------------------------
+
+
+async def test_a_reminder_goes_for_an_unpaid_invoice_and_is_refused_once_paid(
+        mailing: Running, inbox: Inbox) -> None:
+    client = await mailing.signed_in()
+    invoice_id = mailing.invoice_ids()[0]
+    reply = await client.post(f"/invoices/{invoice_id}/remind", json=send_body("remind-1"))
+    assert reply.status_code == 202, reply.text
+    row = send_row(mailing, reply.json()["send_id"])
+    assert row["kind"] == "reminder" and row["subject"].startswith("Reminder:")
+    assert "still has EUR 2700.00 to pay" in row["message"]
+    await wait_for(lambda: len(inbox.messages) == 1, what="the reminder")
+
+    paid = await client.post(f"/invoices/{invoice_id}/payments", json={
+        "request_id": "pay-all", "amount": "2700.00", "date": "2026-12-01",
+        "method": "bank_transfer"})
+    assert paid.status_code == 201, paid.text
+    before = database_digest(mailing.settings.db_path)
+    refused = await client.post(f"/invoices/{invoice_id}/remind", json=send_body("remind-2"))
+    assert refused.status_code == 409 and refused.json()["detail"] == "nothing_due"
+    assert database_digest(mailing.settings.db_path) == before
+    # The first reminder's request, replayed, still answers its send.
+    again = await client.post(f"/invoices/{invoice_id}/remind", json=send_body("remind-1"))
+    assert again.status_code == 200 and again.json()["send_id"] == row["id"]
+    page = (await client.get(f"/invoices/{invoice_id}", headers=PAGE)).text
+    assert "Send by email" in page and "Send a reminder" not in page
+
+
+async def test_a_reminders_message_is_the_persons_own_words_when_given(
+        mailing: Running) -> None:
+    client = await mailing.signed_in()
+    invoice_id = mailing.invoice_ids()[1]
+    reply = await client.post(f"/invoices/{invoice_id}/remind", json=send_body(
+        "own-words", subject="A gentle nudge", message="Dear Blue Harbor,\n\nplease pay."))
+    row = send_row(mailing, reply.json()["send_id"])
+    assert row["subject"] == "A gentle nudge"
+    assert row["message"].startswith("Dear Blue Harbor,\n\nplease pay.\n\nView the invoice")
+
+
+# --- outcomes --------------------------------------------------------------------------------
+
+
+async def test_a_permanent_refusal_fails_the_send_with_the_servers_reply_shown(
+        mailing: Running, inbox: Inbox) -> None:
+    inbox.refuse_rcpt = "550 5.1.1 No such mailbox here"
+    client = await mailing.signed_in()
+    invoice_id = mailing.invoice_ids()[0]
+    send_id = (await client.post(f"/invoices/{invoice_id}/send", json=send_body())
+               ).json()["send_id"]
+    await wait_for(lambda: send_row(mailing, send_id)["status"] == "failed", what="failed")
+    row = send_row(mailing, send_id)
+    assert "550 5.1.1 No such mailbox here" in row["reply"]
+    assert row["attempts"] == 1 and row["sent_at"] is None and inbox.messages == []
+    page = (await client.get(f"/invoices/{invoice_id}", headers=PAGE)).text
+    assert "Not delivered" in page and "No such mailbox here" in page
+    listed = (await client.get(f"/invoices/{invoice_id}/sends")).json()
+    assert listed[0]["status"] == "failed" and "550" in listed[0]["reply"]
+    await anyio.sleep(1.5)  # failed for good: never tried again
+    assert send_row(mailing, send_id)["attempts"] == 1
+
+
+async def test_a_temporary_refusal_keeps_the_send_queued_with_a_later_try(
+        mailing: Running, inbox: Inbox) -> None:
+    inbox.refuse_rcpt = "451 4.3.0 Try again later"
+    client = await mailing.signed_in()
+    invoice_id = mailing.invoice_ids()[0]
+    send_id = (await client.post(f"/invoices/{invoice_id}/send", json=send_body())
+               ).json()["send_id"]
+    await wait_for(lambda: send_row(mailing, send_id)["attempts"] >= 2, what="a second try")
+    row = send_row(mailing, send_id)
+    assert row["status"] == "queued" and "451" in row["reply"]
+    assert row["next_attempt_at"] > row["created_at"]
+    inbox.refuse_rcpt = ""
+    await wait_for(lambda: send_row(mailing, send_id)["status"] == "sent", what="delivery")
+    assert len(inbox.messages) == 1
+
+
+def test_the_wait_between_tries_doubles_and_is_capped_at_thirty_seconds() -> None:
+    cap = Settings().send_retry_cap_seconds
+    assert cap == 30.0
+    assert [outbox.backoff(n, cap) for n in (1, 2, 3, 4, 5, 6, 7, 50)] == \
+        [1, 2, 4, 8, 16, 30, 30, 30]
+
+
+def test_replies_are_judged_by_their_first_digit() -> None:
+    assert mail.judged(250, b"Ok").status == "sent"
+    assert mail.judged(421, b"busy").status == "retry"
+    assert mail.judged(452, "full").status == "retry"
+    assert mail.judged(550, b"no such user") == mail.Outcome("failed", "550 no such user")
+
+
+async def test_several_workers_never_hold_one_send_and_a_timed_out_claim_is_taken_over(
+        mailing: Running) -> None:
+    db = mailing.studio.db
+    client = await mailing.signed_in()
+    invoice_id = mailing.invoice_ids()[0]
+    # The studio's own worker is stopped from claiming: these claims are the test's.
+    assert mailing.studio.worker.delivery is not None
+    mailing.studio.worker.delivery.claim = _never  # type: ignore[method-assign]
+    await anyio.sleep(0.6)
+    send_id = (await client.post(f"/invoices/{invoice_id}/send", json=send_body())
+               ).json()["send_id"]
+    now = count(mailing, "SELECT next_attempt_at FROM sends WHERE id = ?", send_id) + 0.01
+    first = await db.write_on_row_locks(outbox.claim, "first", 30.0, now)
+    assert first is not None and first["id"] == send_id
+    assert await db.write_on_row_locks(outbox.claim, "second", 30.0, now + 1) is None
+    # The first worker died: its claim times out and another takes the send over.
+    taken = await db.write_on_row_locks(outbox.claim, "second", 30.0, now + 31)
+    assert taken is not None and taken["id"] == send_id and taken["attempts"] == 2
+    late = await db.write(outbox.record, send_id, "first", mail.Outcome("sent", "250 late"),
+                          30.0, now + 32)
+    assert late is False and send_row(mailing, send_id)["status"] == "queued"
+    assert await db.write(outbox.record, send_id, "second", mail.Outcome("sent", "250 ok"),
+                          30.0, now + 33) is True
+    row = send_row(mailing, send_id)
+    assert row["status"] == "sent" and row["reply"] == "250 ok" and row["claim"] is None
+
+
+async def _never() -> None:
+    return None
+
+
+async def test_racing_claimers_each_take_a_different_send(mailing: Running) -> None:
+    db = mailing.studio.db
+    mailing.studio.worker.delivery.claim = _never  # type: ignore[method-assign]
+    await anyio.sleep(0.6)
+    client = await mailing.signed_in()
+    invoice_id = mailing.invoice_ids()[0]
+    for n in range(6):
+        await client.post(f"/invoices/{invoice_id}/send", json=send_body(f"many-{n}"))
+    later = time.time() + 5  # every send is due
+    claimed = await asyncio.gather(*[
+        db.write_on_row_locks(outbox.claim, f"claimer-{n}", 30.0, later) for n in range(10)])
+    taken = [c["id"] for c in claimed if c is not None]
+    assert len(taken) == 6 and len(set(taken)) == 6
+
+
+# --- settings --------------------------------------------------------------------------------
+
+
+def test_the_mail_server_comes_from_the_environment_and_never_shows_its_password() -> None:
+    settings = from_environment({"STUDIO_SMTP_URL": "smtp://ada:s3cret@mail.test:2525",
+                                 "STUDIO_MAIL_FROM": "billing@studio.test"})
+    server = mail.mail_server(settings.smtp_url)
+    assert (server.host, server.port, server.user, server.password) == \
+        ("mail.test", 2525, "ada", "s3cret")
+    assert "s3cret" not in str(server) and "s3cret" not in repr(server)
+    assert "s3cret" not in repr(settings)
+    assert mail.mail_server("smtps://mail.test").port == 465
+    assert mail.mail_server("smtp://mail.test").port == 587
+
+
+@pytest.mark.parametrize(("env", "says"), [
+    ({"STUDIO_SMTP_URL": "smtp://mail.test"}, "STUDIO_MAIL_FROM"),
+    ({"STUDIO_SMTP_URL": "http://mail.test", "STUDIO_MAIL_FROM": "a@b.test"}, "smtp://"),
+    ({"STUDIO_SMTP_URL": "smtp://mail.test", "STUDIO_MAIL_FROM": "nobody"}, "STUDIO_MAIL_FROM"),
+])
+def test_a_mail_setting_that_cannot_work_stops_the_start_saying_why(
+        env: dict[str, str], says: str) -> None:
+    with pytest.raises(SystemExit, match=says):
+        from_environment(env)
+
+
+# --- the page --------------------------------------------------------------------------------
+
+
+async def test_the_invoice_page_lists_every_send_in_a_persons_words(
+        mailing: Running, inbox: Inbox) -> None:
+    client = await mailing.signed_in()
+    invoice_id = mailing.invoice_ids()[0]
+    page = (await client.get(f"/invoices/{invoice_id}", headers=PAGE)).text
+    assert_plain("invoice, nothing sent", page)
+    assert "Send by email" in page and "Send a reminder" in page and "Not emailed yet" in page
+    assert 'name="request_id"' in page and "data-mint" in page
+    sent = (await client.post(f"/invoices/{invoice_id}/send", json=send_body())).json()
+    reminded = (await client.post(f"/invoices/{invoice_id}/remind",
+                                  json=send_body("r", to="late@northwind.test"))).json()
+    page = (await client.get(f"/invoices/{invoice_id}", headers=PAGE)).text
+    assert_plain("invoice, waiting", page)
+    assert "Waiting to send" in page and 'hx-trigger="every 2s"' in page
+    await wait_for(lambda: len(inbox.messages) == 2, what="both emails")
+    await wait_for(lambda: send_row(mailing, reminded["send_id"])["status"] == "sent")
+    page = (await client.get(f"/invoices/{invoice_id}", headers=PAGE)).text
+    assert_plain("invoice, sent", page)
+    for text in ("Payment reminder", "late@northwind.test", "accounts@northwind.test", "Sent"):
+        assert text in page
+    assert sent["send_id"] in page  # only inside Technical details (assert_plain checks)
+    fragment = (await client.get(f"/invoices/{invoice_id}/sends",
+                                 headers={"HX-Request": "true", "Accept": "text/html"})).text
+    assert fragment.count("data-send=") == 2 and "every 2s" not in fragment
+
+
+async def test_a_form_post_is_queued_and_goes_back_to_the_invoice(mailing: Running) -> None:
+    client = await mailing.signed_in()
+    invoice_id = mailing.invoice_ids()[0]
+    form = {"request_id": "form-1", "to": "accounts@northwind.test", "cc": "",
+            "subject": "Invoice", "message": "Hello"}
+    reply = await client.post(f"/invoices/{invoice_id}/send", data=form,
+                              headers={"HX-Request": "true", "Accept": "text/html"})
+    assert reply.status_code == 200 and reply.headers["HX-Redirect"] == f"/invoices/{invoice_id}"
+    plain = await client.post(f"/invoices/{invoice_id}/send", data=form,
+                              headers={"Accept": "text/html"})
+    assert plain.status_code == 303
+    assert count(mailing, "SELECT COUNT(*) FROM sends") == 1

@@ -1,0 +1,156 @@
+"""One request is one email when things break: the studio killed with SIGKILL before the email
+left and after the mail server took it, and the mail server away for a long while."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from studio.config import Settings
+from tests.conftest import (
+    ADA,
+    Server,
+    execute,
+    rows,
+    running,
+    scalar,
+    sign_in,
+    start_server,
+    wait_until,
+)
+from tests.test_sending import SENDER, Inbox, MailServer, send_body, wait_for, with_mail
+
+
+def mail_env(smtp: MailServer) -> dict[str, str]:
+    # Claims time out in 2 s, so a killed studio's send is taken over quickly.
+    return {"STUDIO_SMTP_URL": smtp.url, "STUDIO_MAIL_FROM": SENDER,
+            "STUDIO_CLAIM_SECONDS": "2", "STUDIO_SEND_RETRY_CAP_SECONDS": "2"}
+
+
+def the_send(db_path: Path) -> Any:
+    found = rows(db_path, "SELECT * FROM sends")
+    assert len(found) == 1, found
+    return found[0]
+
+
+def first_invoice(db_path: Path) -> str:
+    return scalar(db_path, "SELECT invoices.id FROM invoices JOIN actors ON actors.id ="
+                           " owner_id WHERE email = ? AND status = 'issued' ORDER BY number",
+                  ADA)
+
+
+def queue_one(server: Server, db_path: Path) -> str:
+    client = sign_in(server.url)
+    try:
+        reply = client.post(f"/invoices/{first_invoice(db_path)}/send", json=send_body())
+    finally:
+        client.close()
+    assert reply.status_code == 202, reply.text
+    return reply.json()["send_id"]
+
+
+def test_killed_between_queueing_and_delivery_the_send_leaves_exactly_once(
+        tmp_path: Path) -> None:
+    db_path = tmp_path / "studio.db"
+    inbox = Inbox()
+    smtp = MailServer(inbox)  # not started: the mail server is down
+    server = start_server(db_path, "--demo", **mail_env(smtp))
+    try:
+        send_id = queue_one(server, db_path)
+    finally:
+        server.crash()  # kill -9, right after the 202
+    assert the_send(db_path)["status"] == "queued" and inbox.messages == []
+
+    smtp.start()
+    server = start_server(db_path, **mail_env(smtp))
+    try:
+        wait_until(lambda: the_send(db_path)["status"] == "sent", 30, "the delivery")
+        time.sleep(2.0)  # a second copy would have had time to arrive
+    finally:
+        server.stop()
+        smtp.stop()
+    assert inbox.message_ids() == [f"<send-{send_id}@studio.test>"]
+    assert "Traceback" not in server.log(), server.log()
+
+
+def test_killed_after_the_server_took_the_email_the_retry_carries_the_same_message_id(
+        tmp_path: Path) -> None:
+    """The mail server has the message, the studio dies before it can record that: nothing
+    can tell it apart from a message lost on the way, so it is sent again. Exactly two copies
+    arrive, with one Message-ID, which is how mail clients and servers recognise the second
+    as the same message."""
+    db_path = tmp_path / "studio.db"
+    inbox = Inbox()
+    smtp = MailServer(inbox)
+    smtp.start()
+    server = start_server(db_path, "--demo", **mail_env(smtp))
+    killed: list[int] = []
+
+    def kill_the_studio(message: Any) -> None:
+        if not killed:  # only the first try: the server took it, the studio never hears
+            killed.append(server.process.pid)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.process.pid, signal.SIGKILL)
+
+    inbox.on_data = kill_the_studio
+    try:
+        send_id = queue_one(server, db_path)
+        wait_until(lambda: server.process.poll() is not None, 30, "the studio to be killed")
+        stranded = the_send(db_path)
+        assert stranded["status"] == "queued" and stranded["claim"] is not None
+        assert len(inbox.messages) == 1
+
+        server = start_server(db_path, **mail_env(smtp))
+        wait_until(lambda: the_send(db_path)["status"] == "sent", 30, "the second try")
+        time.sleep(2.0)
+    finally:
+        server.stop()
+        smtp.stop()
+    assert inbox.message_ids() == [f"<send-{send_id}@studio.test>"] * 2
+    assert the_send(db_path)["attempts"] == 2
+
+
+@pytest.mark.anyio
+async def test_a_send_queued_while_the_server_was_long_down_leaves_within_a_minute_of_its_return(
+        settings: Settings) -> None:
+    inbox = Inbox()
+    smtp = MailServer(inbox)  # down
+    async with running(with_mail(settings, smtp)) as studio:
+        assert studio.settings.send_retry_cap_seconds == 30.0  # the default cap
+        client = await studio.signed_in()
+        invoice_id = studio.invoice_ids()[0]
+        send_id = (await client.post(f"/invoices/{invoice_id}/send", json=send_body())
+                   ).json()["send_id"]
+        path = studio.settings.db_path
+
+        def tried_at_the_cap() -> bool:
+            row = rows(path, "SELECT * FROM sends WHERE id = ?", send_id)[0]
+            return row["attempts"] >= 21 and row["claim"] is None
+
+        await wait_for(lambda: scalar(path, "SELECT reply FROM sends WHERE id = ?", send_id),
+                       what="a first try's outcome")
+        # As if the server had been down for an hour: many tries made, the wait at its cap.
+        execute(path, "UPDATE sends SET attempts = 20, next_attempt_at = 0 WHERE id = ?",
+                send_id)
+        await wait_for(tried_at_the_cap, what="a try at the cap")
+        row = rows(path, "SELECT * FROM sends WHERE id = ?", send_id)[0]
+        assert row["status"] == "queued" and "Connection" in row["reply"]
+        assert 29 <= row["next_attempt_at"] - time.time() <= 30.5  # the cap
+        smtp.start()
+        back = time.monotonic()
+        try:
+            await wait_for(lambda: len(inbox.messages) == 1, seconds=60, what="delivery")
+            took = time.monotonic() - back
+            assert took <= 31, took
+            await wait_for(lambda: scalar(path, "SELECT status FROM sends WHERE id = ?",
+                                          send_id) == "sent", what="the record")
+        finally:
+            smtp.stop()
+        await anyio.sleep(0)

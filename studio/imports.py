@@ -9,6 +9,11 @@ The whole file is read, checked and normalised before anything is written, and e
 problem is listed by its line (CSV) or item (JSON) and field. Only then does one short
 transaction insert the prepared rows, so a large file holds the write lock for the inserts
 alone and a studio serving the same database keeps answering.
+
+Imports learn customers: a draft names its customer by name, and the owner's customer of that
+name (in any case) is the one it names; where there is none, the import makes it, with the
+email, country and VAT ID the file gives (optional columns). A customer already there keeps
+the details the person gave it.
 """
 
 from __future__ import annotations
@@ -19,18 +24,23 @@ import json
 import re
 import sqlite3
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from studio import bindings, invoices, money
+from studio import bindings, identifiers, invoices, money
 from studio.db import clock, in_transaction
 from studio.errors import Refusal
 
 CSV_HEADER = ["external_id", "customer", "currency", "due_date", "description", "quantity",
               "unit_price", "tax_rate"]
 DRAFT_FIELDS = ("customer", "currency", "due_date")
+# Optional, after the others: what the import learns about a customer it makes.
+CUSTOMER_COLUMNS = ("customer_email", "customer_country", "customer_vat_id")
+# What a draft's binding was made of before drafts had these: left out while unset, so a file
+# imported before them is still the same import.
+LATER_FIELDS = ("customer_id", "supply_date", "notes")
 LINE_FIELDS = ("description", "quantity", "unit_price", "tax_rate")
 MAX_BYTES = 20 * 1024 * 1024
 MAX_DRAFTS = 50_000
@@ -59,6 +69,7 @@ class Planned:
     where: str  # "line 4" or "item 2", for messages
     body: dict[str, Any]
     lines_checked: bool = False  # CSV: each line was checked as its row was read
+    buyer: dict[str, Any] = field(default_factory=dict)  # customer_email, ... as given
 
 
 @dataclass(frozen=True)
@@ -69,12 +80,14 @@ class Prepared:
     where: str
     fields: dict[str, Any]  # as `invoices.parse_draft` makes them
     fingerprint: str
+    buyer: dict[str, str] = field(default_factory=dict)  # email, country, vat_id, checked
 
 
 @dataclass(frozen=True)
 class Outcome:
     made: int
     already: int
+    customers: int = 0  # customers the import made
 
 
 # --- reading and checking: before any transaction --------------------------------------------
@@ -134,8 +147,11 @@ def _from_json(text: str) -> list[Planned]:
             problems.append(f"item {n}, external_id: {external_id!r} is also "
                             f"{planned[external_id].where}.")
             continue
-        body = {key: value for key, value in item.items() if key != "external_id"}
-        planned[external_id] = Planned(external_id, f"item {n}", body)
+        # A draft names its customer by name: the import finds or makes the customer.
+        body = {key: value for key, value in item.items()
+                if key not in ("external_id", "customer_id", *CUSTOMER_COLUMNS)}
+        buyer = {key: item[key] for key in CUSTOMER_COLUMNS if key in item}
+        planned[external_id] = Planned(external_id, f"item {n}", body, buyer=buyer)
     if problems:
         # Checking the drafts too lists everything at once.
         prepare(list(planned.values()), problems)
@@ -152,10 +168,13 @@ def _from_csv(text: str) -> list[Planned]:
     planned: dict[str, Planned] = {}
     try:
         header = [name.strip() for name in next(reader, [])]
-        if header != CSV_HEADER:
-            raise ImportError_([f"line 1: the header must be {','.join(CSV_HEADER)}."])
+        extra = header[len(CSV_HEADER):]
+        if header[:len(CSV_HEADER)] != CSV_HEADER or not set(extra) <= set(CUSTOMER_COLUMNS) \
+                or len(set(extra)) != len(extra):
+            raise ImportError_([f"line 1: the header must be {','.join(CSV_HEADER)}, then "
+                                f"any of {','.join(CUSTOMER_COLUMNS)} if the file has them."])
         for row in reader:
-            _read_row(row, reader.line_num, planned, problems)
+            _read_row(header, row, reader.line_num, planned, problems)
     except csv.Error as error:
         line = reader.line_num
         if "field limit" in str(error):
@@ -169,15 +188,16 @@ def _from_csv(text: str) -> list[Planned]:
     return list(planned.values())
 
 
-def _read_row(row: list[str], line: int, planned: dict[str, Planned],
+def _read_row(header: list[str], row: list[str], line: int, planned: dict[str, Planned],
               problems: list[str]) -> None:
     """One CSV row: a line of the draft its external_id names."""
     if not any(cell.strip() for cell in row):
         return
-    if len(row) != len(CSV_HEADER):
-        problems.append(f"line {line}: {len(row)} fields, not {len(CSV_HEADER)}.")
+    if len(row) != len(header):
+        problems.append(f"line {line}: {len(row)} fields, not {len(header)}.")
         return
-    values = dict(zip(CSV_HEADER, (cell.strip() for cell in row), strict=True))
+    values = dict(zip(header, (cell.strip() for cell in row), strict=True))
+    buyer = {name: values[name] for name in CUSTOMER_COLUMNS if name in values}
     external_id = values["external_id"]
     if not 1 <= len(external_id) <= MAX_EXTERNAL_ID:
         problems.append(f"line {line}, external_id: must be 1 to {MAX_EXTERNAL_ID} "
@@ -192,11 +212,15 @@ def _read_row(row: list[str], line: int, planned: dict[str, Planned],
         draft = planned[external_id] = Planned(
             external_id, f"line {line}",
             {name: values[name] for name in DRAFT_FIELDS} | {"line_items": []},
-            lines_checked=True)
+            lines_checked=True, buyer=buyer)
     else:
         for name in DRAFT_FIELDS:
             if values[name] != draft.body[name]:
                 problems.append(f"line {line}, {name}: {values[name]!r} differs from "
+                                f"{draft.where} of external_id {external_id!r}.")
+        for name, value in buyer.items():
+            if value != draft.buyer[name]:
+                problems.append(f"line {line}, {name}: {value!r} differs from "
                                 f"{draft.where} of external_id {external_id!r}.")
     draft.body["line_items"].append(item)
 
@@ -254,18 +278,42 @@ def _draft_problems(draft: Planned, whole: str) -> list[str]:
     return found
 
 
+def _buyer(draft: Planned) -> tuple[dict[str, str], list[str]]:
+    """The customer details a draft gives, checked as the customers API checks them, and
+    every problem by its field."""
+    given, buyer, problems = draft.buyer, {}, []
+    checks = (("customer_country", "country", identifiers.country),
+              ("customer_vat_id", "vat_id",
+               lambda value: identifiers.vat_id(value, buyer.get("country", ""))),
+              ("customer_email", "email", identifiers.email))
+    for column, name, check in checks:
+        try:
+            buyer[name] = check(given.get(column))
+        except Refusal as refusal:
+            problems.append(f"{draft.where}, {column}: {refusal.message}")
+    return buyer, problems
+
+
+def _bound_content(fields: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in fields.items()
+            if name not in LATER_FIELDS or value not in (None, "")}
+
+
 def prepare(planned: list[Planned], problems: list[str] | None = None) -> list[Prepared]:
     """Every draft checked as the API checks it and normalised; every problem listed."""
     problems = list(problems or [])
     prepared = []
     for draft in planned:
+        buyer, buyer_problems = _buyer(draft)
+        problems += buyer_problems
         try:
             fields = invoices.parse_draft(draft.body)
         except Refusal as refusal:
             problems += _draft_problems(draft, refusal.message)
             continue
-        prepared.append(Prepared(draft.external_id, draft.where, fields,
-                                 bindings.fingerprint(fields)))
+        if not buyer_problems:
+            prepared.append(Prepared(draft.external_id, draft.where, fields,
+                                     bindings.fingerprint(_bound_content(fields)), buyer))
     if problems:
         raise ImportError_(problems)
     return prepared
@@ -295,9 +343,10 @@ def _sorted_out(db: sqlite3.Connection, owner_id: str, prepared: list[Prepared]
 
 
 def _insert(db: sqlite3.Connection, owner_id: str, rows: list[tuple[Prepared, str]],
-            now: float) -> None:
-    """Bind every new id and insert its draft, in the caller's transaction. An id bound
-    meanwhile by another import is caught here, where it counts."""
+            now: float) -> int:
+    """Bind every new id and insert its draft naming its customer, in the caller's
+    transaction; the number of customers made. An id bound meanwhile by another import is
+    caught here, where it counts."""
     bound = db.executemany(
         "INSERT INTO request_bindings (actor_id, kind, request_id, fingerprint, target_id,"
         " created_at) VALUES (?, 'import', ?, ?, ?, ?)"
@@ -306,12 +355,44 @@ def _insert(db: sqlite3.Connection, owner_id: str, rows: list[tuple[Prepared, st
          for draft, invoice_id in rows]).rowcount
     if bound != len(rows):
         raise _Raced()
+    named, made = _learn_customers(db, owner_id, [draft for draft, _ in rows], now)
     db.executemany(
-        "INSERT INTO invoices (id, owner_id, customer, currency, due_date, line_items, net,"
-        " tax, total, created_at, updated_at) VALUES (:id, :owner_id, :customer, :currency,"
-        " :due_date, :line_items, :net, :tax, :total, :now, :now)",
-        [{**draft.fields, "id": invoice_id, "owner_id": owner_id, "now": now}
+        "INSERT INTO invoices (id, owner_id, customer, customer_id, currency, due_date,"
+        " supply_date, notes, line_items, net, tax, total, created_at, updated_at)"
+        " VALUES (:id, :owner_id, :customer, :customer_id, :currency, :due_date, :supply_date,"
+        " :notes, :line_items, :net, :tax, :total, :now, :now)",
+        [{"supply_date": None, "notes": "", **draft.fields, "id": invoice_id,
+          "owner_id": owner_id, "now": now, "customer_id": named[draft.external_id]}
          for draft, invoice_id in rows])
+    return made
+
+
+def _learn_customers(db: sqlite3.Connection, owner_id: str, drafts: list[Prepared],
+                     now: float) -> tuple[dict[str, str], int]:
+    """Each draft's customer by external id: the owner's customer of the draft's name, in any
+    case (the oldest, if several), or one made for a name there is none of, with the details
+    the file first gives it; and how many were made."""
+    known: dict[str, str] = {}
+    for row in db.execute("SELECT id, name FROM customers WHERE owner_id = ?"
+                          " ORDER BY created_at, id", (owner_id,)):
+        known.setdefault(row["name"].casefold(), row["id"])
+    made: dict[str, dict[str, Any]] = {}
+    named: dict[str, str] = {}
+    for draft in drafts:
+        key = draft.fields["customer"].casefold()
+        if key not in known:
+            known[key] = str(uuid.uuid4())
+            made[key] = {"id": known[key], "name": draft.fields["customer"], **draft.buyer}
+        elif key in made:  # a detail a later draft gives that an earlier one left blank
+            for name, value in draft.buyer.items():
+                made[key][name] = made[key][name] or value
+        named[draft.external_id] = known[key]
+    db.executemany(
+        "INSERT INTO customers (id, owner_id, name, email, country, vat_id, created_at,"
+        " updated_at) VALUES (:id, :owner_id, :name, :email, :country, :vat_id, :now, :now)",
+        [{"email": "", "country": "", "vat_id": "", **customer, "owner_id": owner_id,
+          "now": now} for customer in made.values()])
+    return named, len(made)
 
 
 def import_drafts(db: sqlite3.Connection, owner_id: str, prepared: list[Prepared],
@@ -324,9 +405,9 @@ def import_drafts(db: sqlite3.Connection, owner_id: str, prepared: list[Prepared
             return Outcome(len(new), already)
         rows = [(draft, str(uuid.uuid4())) for draft in new]
         try:
-            in_transaction(db, _insert, owner_id, rows, clock(now))
+            customers = in_transaction(db, _insert, owner_id, rows, clock(now))
         except _Raced:
             continue  # rolled back: sort the file out again against what is bound now
-        return Outcome(len(new), already)
+        return Outcome(len(new), already, customers)
     raise ImportError_(["Other imports of the same external ids kept running at the same "
                         "time; run this one again."])

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from tests import backends
-from tests.conftest import ADA, database_digest, rows, scalar, studio_command
+from tests.conftest import ADA, database_digest, execute, rows, scalar, studio_command
 
 CSV = """external_id,customer,currency,due_date,description,quantity,unit_price,tax_rate
 A-1,Acme Ltd,EUR,2027-01-31,Widgets,3,19.99,19
@@ -231,3 +231,120 @@ def test_json_numbers_are_read_exactly_as_the_api_reads_them(settings, tmp_path)
                    ' "quantity": NaN, "unit_price": 1}]}]')
     refused = run_import(settings.db_path, nan)
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
+
+
+# --- customers learned ------------------------------------------------------------------------
+
+LEARNING = HEADER + ",customer_email,customer_vat_id,customer_country\n" + """\
+L-1,Learned Co,EUR,2027-01-31,Tea,1,2.00,0,tea@learned.example,DE 136 695 976,de
+L-1,Learned Co,EUR,2027-01-31,Cake,1,3.00,0,tea@learned.example,DE 136 695 976,de
+L-2,LEARNED CO,EUR,2027-02-28,More tea,1,2.00,0,,,
+L-3,Known Ltd,EUR,2027-02-28,Work,1,9.00,0,other@known.example,,FR
+"""
+
+
+def learned(db_path: Path) -> dict[str, dict]:
+    return {row["name"]: dict(row) for row in rows(
+        db_path, "SELECT customers.* FROM customers JOIN actors ON actors.id = owner_id"
+                 " WHERE actors.email = ? AND name IN ('Learned Co', 'Known Ltd', 'known ltd')",
+        ADA)}
+
+
+def customer_of(db_path: Path, external_id: str) -> str | None:
+    return scalar(db_path, "SELECT invoices.customer_id FROM invoices JOIN request_bindings"
+                           " ON request_bindings.target_id = invoices.id"
+                           " WHERE request_bindings.kind = 'import' AND request_id = ?",
+                  external_id)
+
+
+def test_an_import_names_the_customer_it_finds_or_makes_and_twice_makes_none(settings,
+                                                                              tmp_path):
+    db = settings.db_path
+    owner = scalar(db, "SELECT id FROM actors WHERE email = ?", ADA)
+    execute(db, "INSERT INTO customers (id, owner_id, name, email, created_at, updated_at)"
+                " VALUES ('00000000-0000-4000-8000-00000000c0de', ?, 'known ltd',"
+                " 'kept@known.example', 0, 0)", owner)
+    source = tmp_path / "learning.csv"
+    source.write_text(LEARNING)
+    result = run_import(db, source)
+    assert result.returncode == 0, result.stderr
+    customers = learned(db)
+    # One customer for the name in any case, with the details the file gives; the one there
+    # already is named, and keeps what the person gave it.
+    assert set(customers) == {"Learned Co", "known ltd"}
+    made = customers["Learned Co"]
+    assert (made["email"], made["vat_id"], made["country"], made["payment_terms_days"]) == \
+        ("tea@learned.example", "DE136695976", "DE", 14)
+    assert customers["known ltd"]["email"] == "kept@known.example"
+    assert customer_of(db, "L-1") == customer_of(db, "L-2") == made["id"]
+    assert customer_of(db, "L-3") == "00000000-0000-4000-8000-00000000c0de"
+    # The draft keeps the name as the file gives it.
+    assert scalar(db, "SELECT COUNT(*) FROM invoices WHERE customer = 'LEARNED CO'") == 1
+
+    before = database_digest(db)
+    again = run_import(db, source)
+    assert again.returncode == 0 and "0 new draft(s)" in again.stdout
+    assert database_digest(db) == before
+    # A new draft in a later file names the customer made before.
+    later = tmp_path / "later.csv"
+    later.write_text(HEADER + "\nL-9,learned co,EUR,2027-03-31,Tea,1,2.00,0\n")
+    assert run_import(db, later).returncode == 0
+    assert customer_of(db, "L-9") == made["id"]
+    assert scalar(db, "SELECT COUNT(*) FROM customers WHERE lower(name) = 'learned co'") == 1
+
+
+def test_json_drafts_learn_their_customers_too(settings, tmp_path):
+    source = tmp_path / "drafts.json"
+    source.write_text(json.dumps([{
+        "external_id": "JL-1", "customer": "Learned Co", "currency": "EUR",
+        "due_date": "2027-03-01", "customer_email": "json@learned.example",
+        "customer_country": "AT", "customer_id": "not one of mine",
+        "line_items": [{"description": "Hours", "quantity": "1", "unit_price": "8"}]}]))
+    result = run_import(settings.db_path, source)
+    assert result.returncode == 0, result.stderr
+    made = learned(settings.db_path)["Learned Co"]
+    assert (made["email"], made["country"]) == ("json@learned.example", "AT")
+    assert customer_of(settings.db_path, "JL-1") == made["id"]
+
+
+def test_bad_customer_details_are_named_by_line_and_field_and_nothing_is_imported(settings,
+                                                                                   tmp_path):
+    db = settings.db_path
+    before = database_digest(db)
+    source = tmp_path / "bad.csv"
+    source.write_text(HEADER + ",customer_vat_id,customer_country,customer_email\n"
+                      "B-1,Bad Co,EUR,2027-01-31,Tea,1,2.00,0,DE123456789,DE,ok@bad.example\n"
+                      "B-2,Bad Co 2,EUR,2027-01-31,Tea,1,2.00,0,,XX,nope\n"
+                      "B-3,Bad Co 3,EUR,2027-01-31,Tea,1,2.00,0,,,a@b.example\n"
+                      "B-3,Bad Co 3,EUR,2027-01-31,Cake,1,2.00,0,,,c@d.example\n")
+    result = run_import(db, source)
+    assert result.returncode == 1
+    for said in ("line 2, customer_vat_id: The VAT ID DE123456789 is not a valid",
+                 "line 3, customer_country: The country must be",
+                 "line 3, customer_email: The email must be",
+                 "line 5, customer_email: 'c@d.example' differs from line 4"):
+        assert said in result.stderr, result.stderr
+    unknown = tmp_path / "unknown.csv"
+    unknown.write_text(HEADER + ",customer_phone\nU-1,U,EUR,2027-01-31,Tea,1,2.00,0,123\n")
+    refused = run_import(db, unknown)
+    assert refused.returncode == 1 and "customer_email" in refused.stderr
+    assert database_digest(db) == before
+
+
+def test_a_draft_imported_before_drafts_had_notes_is_still_the_same_import(settings, tmp_path):
+    """The binding's content of a draft imported before supply dates, notes and customers by
+    id holds none of them, and the same file again is the same import."""
+    from studio import bindings, invoices
+
+    db = settings.db_path
+    source = tmp_path / "old.csv"
+    source.write_text(HEADER + "\nO-1,Old Co,EUR,2027-01-31,Tea,1,2.00,0\n")
+    fields = invoices.parse_draft({"customer": "Old Co", "currency": "EUR",
+                                   "due_date": "2027-01-31", "line_items": [
+                                       {"description": "Tea", "quantity": "1",
+                                        "unit_price": "2.00", "tax_rate": "0"}]})
+    then = {name: fields[name] for name in ("customer", "currency", "due_date", "line_items",
+                                            "net", "tax", "total")}
+    assert run_import(db, source).returncode == 0
+    assert scalar(db, "SELECT fingerprint FROM request_bindings WHERE kind = 'import'"
+                      " AND request_id = 'O-1'") == bindings.fingerprint(then)

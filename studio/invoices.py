@@ -19,7 +19,7 @@ import uuid
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from studio import balances, bindings, logs, metrics, money, paging, profiles
+from studio import balances, bindings, customers, logs, metrics, money, paging, profiles
 from studio.auth import Actor
 from studio.db import Database, after_commit, clock, continue_legacy_series
 from studio.errors import Refusal
@@ -134,11 +134,7 @@ def _with_customer(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any]
     absent as a made-up id), and the customer's name where the draft gave none."""
     if fields["customer_id"] is None:
         return fields
-    found = db.execute("SELECT name FROM customers WHERE id = ? AND owner_id = ?",
-                       (fields["customer_id"], actor_id)).fetchone()
-    if found is None:
-        raise Refusal("customer_not_found", "That customer does not exist or is not yours; "
-                                            "choose one from your customers.")
+    found = customers.owned(db, actor_id, fields["customer_id"])
     return {**fields, "customer": fields["customer"] or found["name"]}
 
 
@@ -436,13 +432,9 @@ def frozen_sha256(db: sqlite3.Connection, fields: dict[str, Any],
 def _buyer(db: sqlite3.Connection, draft: sqlite3.Row) -> dict[str, str]:
     """The buyer as issuing freezes it: the customer's details as they are now, under the
     name the draft gives; a draft without a customer has a name alone."""
-    found = None
-    if draft["customer_id"] is not None:
-        found = db.execute(f"SELECT {', '.join(BUYER)} FROM customers WHERE id = ?"
-                           " AND owner_id = ?", (draft["customer_id"], draft["owner_id"])
-                           ).fetchone()
-    if found is None:
+    if draft["customer_id"] is None:
         return {"name": draft["customer"]}
+    found = customers.owned(db, draft["owner_id"], draft["customer_id"])
     return {**{name: found[name] for name in BUYER}, "name": draft["customer"]}
 
 
@@ -590,9 +582,8 @@ def _logo(db: sqlite3.Connection, actor_id: str, seller: dict[str, Any] | None
           ) -> bytes | None:
     """The bytes of the logo the seller had when the invoice was issued, if any."""
     sha256 = (seller or {}).get("logo_sha256")
-    read = getattr(profiles, "logo", None)  # (content type, bytes) or None
-    found = read(db, actor_id, sha256) if sha256 and read else None
-    return bytes(found[1]) if found else None
+    found = profiles.logo(db, actor_id, sha256) if sha256 else None
+    return found[1] if found else None
 
 
 def _document(db: sqlite3.Connection, actor_id: str, invoice_id: str, logo: bool = False

@@ -14,7 +14,7 @@ import pypdf
 import pytest
 import segno
 
-from studio import documents, invoices, profiles
+from studio import documents, invoices
 from tests.conftest import execute, rows, scalar
 from tests.test_full_invoice import actor_id, add_customer, full_body, issue, line
 
@@ -178,7 +178,7 @@ async def test_a_credit_notes_document_reads_as_credit_names_its_invoice_and_ask
     assert "Credits invoice" in page and "EUR -13.38" in page and "payment-qr" not in page
 
 
-async def test_the_sellers_logo_is_on_the_pdf_and_the_page(studio, monkeypatch) -> None:
+async def test_the_sellers_logo_is_on_the_pdf_and_the_page(studio) -> None:
     """The logo issuing kept by its hash travels to the renderer process with the rest."""
     db_path = studio.settings.db_path
     full_seller(db_path, iban="")
@@ -189,12 +189,6 @@ async def test_the_sellers_logo_is_on_the_pdf_and_the_page(studio, monkeypatch) 
                      " VALUES (?, ?, 'image/png', ?, 0)", actor_id(db_path), sha256, png)
     execute(db_path, "UPDATE profiles SET logo_sha256 = ? WHERE actor_id = ?", sha256,
             actor_id(db_path))
-    if not hasattr(profiles, "logo"):
-        def logo(db: Any, owner_id: str, wanted: str) -> tuple[str, bytes] | None:
-            row = db.execute("SELECT content_type, content FROM logos WHERE owner_id = ?"
-                             " AND sha256 = ?", (owner_id, wanted)).fetchone()
-            return None if row is None else (row[0], bytes(row[1]))
-        monkeypatch.setattr(profiles, "logo", logo, raising=False)
     client = await studio.signed_in()
     invoice = await issued_full(studio, client)
     assert invoice["seller"]["logo_sha256"] == sha256

@@ -1,12 +1,20 @@
 """Demo data: Ada and Ben, each with a seller profile, invoices issued through the studio
-(one series, `INV-<year>-0001` onwards) and a draft; created once if absent."""
+(one series, `INV-<year>-0001` onwards) and a draft; created once if absent.
+
+`seed_demo` makes the accounts and invoices the test suite builds on. `studio serve --demo`
+seeds more on the same ground (`seed_full_demo`): full seller profiles with bank details,
+customers with addresses and VAT IDs named by the invoices, invoices issued over the last
+weeks, paid, partly paid, unpaid and overdue, and a credit note. All of it goes through the
+studio's own units, in one transaction.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 import sqlite3
 import time
 
-from studio import invoices, profiles
+from studio import customers, invoices, payments, profiles
 from studio.auth import add_actor
 from studio.db import Database
 
@@ -55,23 +63,157 @@ INVOICES = {
 }
 
 
+# What `studio serve --demo` adds: each seller in full, with bank details.
+FULL_SELLERS = {
+    "ada@example.com": {
+        "name": "Ada Lovelace Design", "address": "Analytical Row 12\n10115 Berlin",
+        "country": "DE", "vat_id": "DE136695976", "tax_number": "12/345/67890",
+        "email": "ada@example.com", "iban": "DE89370400440532013000", "bic": "COBADEFFXXX",
+        "payment_terms": "Please pay within 14 days by bank transfer, quoting the invoice"
+                         " number.",
+        "footer": "Ada Lovelace Design · Analytical Row 12 · 10115 Berlin"},
+    "ben@example.com": {
+        "name": "Ben's Repairs", "address": "4 Quay Street\nBristol BS1 4DJ", "country": "GB",
+        "vat_id": "GB980780684", "email": "ben@example.com", "iban": "GB33BUKB20201555555555",
+        "bic": "BUKBGB22", "payment_terms": "Payment due within 14 days.", "footer": ""},
+}
+
+# Each invoice's customer, by the name the invoice gives: (email, address, country, VAT ID,
+# currency, payment terms in days).
+CUSTOMERS = {
+    "ada@example.com": {
+        "Northwind Traders": ("accounts@northwind.example", "Keizersgracht 100\n1015 CW"
+                              " Amsterdam", "NL", "NL004495445B01", "EUR", 14),
+        "Blue Harbor Cafe": ("hello@blueharbor.example", "5 Quay Road\nDublin 2", "IE",
+                             "IE6388047V", "EUR", 14),
+        "Kestrel Logistics": ("ap@kestrel.example", "200 Harbor Blvd\nOakland, CA 94607", "US",
+                              "", "USD", 30),
+        "Orchard and Vine Wines": ("cave@orchardvine.example", "12 quai des Chartrons\n33000"
+                                   " Bordeaux", "FR", "FR40303265045", "EUR", 14),
+        "Lindqvist Architects": ("info@lindqvist.example", "Götgatan 9\n116 46 Stockholm",
+                                 "SE", "SE556188840401", "EUR", 30),
+        "Pemberton Tea Rooms": ("tea@pemberton.example", "3 Market Place\nBath BA1 1AA", "GB",
+                                "", "EUR", 14),
+        "Hollow Oak Bakery": ("orders@hollowoak.example", "Rue Haute 42\n1000 Bruxelles", "BE",
+                              "BE0403170701", "EUR", 7),
+    },
+    "ben@example.com": {
+        "Marlow Books": ("shop@marlowbooks.example", "8 High Street\nMarlow SL7 1AX", "GB", "",
+                         "GBP", 14),
+        "Tidewater Yoga": ("studio@tidewater.example", "21 Harbourside\nBristol BS1 5DB", "GB",
+                           "", "GBP", 14),
+        "Fernhill School": ("bursar@fernhill.example", "Fernhill Lane\nBristol BS9 1AA", "GB",
+                            "", "GBP", 30),
+        "Harbour Dental": ("practice@harbourdental.example", "2 Anchor Road\nBristol BS1 5TT",
+                           "GB", "", "GBP", 14),
+        "St Anne's Library": ("library@stannes.example", "St Anne's Park\nBristol BS4 4AB",
+                              "GB", "", "GBP", 14),
+        "Quayside Florist": ("flowers@quayside.example", "Grand Canal Dock 4\nDublin 2", "IE",
+                             "IE6388047V", "GBP", 7),
+    },
+}
+
+# Issued a day after the rest, due a week ago: overdue.
+OVERDUE = {
+    "ada@example.com": ("Hollow Oak Bakery", "EUR",
+                        [("Packaging design", "1", "980.00", "19"),
+                         ("Printed bread bags, 500", "1", "210.00", "7")]),
+    "ben@example.com": ("Quayside Florist", "GBP", [("Till repair", "1", "145.00", "20")]),
+}
+# (customer, amount, days after the first issue, method, reference)
+PAYMENTS = {
+    "ada@example.com": [("Blue Harbor Cafe", "770.00", 3, "card", "Card ending 4242"),
+                        ("Northwind Traders", "1000.00", 5, "bank_transfer", "NW-PO-7781")],
+    "ben@example.com": [("Marlow Books", "520.00", 2, "bank_transfer", "MB 2291"),
+                        ("Tidewater Yoga", "500.00", 6, "cash", "")],
+}
+# A credit note for part of an invoice: (customer, its lines).
+CREDIT_NOTES = {
+    "ada@example.com": ("Orchard and Vine Wines", [("Label design", "1", "180.00", "0")]),
+}
+# How far back the full demo's first invoices were issued.
+HISTORY = dt.timedelta(days=28)
+
+
+def _lines(lines: list[tuple[str, str, str, str]]) -> list[dict[str, str]]:
+    return [{"description": d, "quantity": q, "unit_price": p, "tax_rate": r}
+            for d, q, p, r in lines]
+
+
 def seed_demo(db: sqlite3.Connection) -> None:
     """Create the demo actors and their invoices unless they already exist."""
     now = time.time()
-    for email, made in INVOICES.items():
+    for email in INVOICES:
         if db.execute("SELECT 1 FROM actors WHERE email = ?", (email,)).fetchone():
             continue
         actor_id = add_actor(db, email, DEMO_PASSWORD)
         profiles.save(db, actor_id, SELLERS[email], now)
-        for n, (customer, currency, due, lines, issue) in enumerate(made):
-            fields = invoices.parse_draft({
-                "customer": customer, "currency": currency, "due_date": due,
-                "line_items": [{"description": d, "quantity": q, "unit_price": p,
-                                "tax_rate": r} for d, q, p, r in lines]})
-            draft, _ = invoices.create_draft(db, actor_id, fields, None, now + n)
-            if issue:
-                invoices.issue(db, actor_id, draft["id"], f"demo-{draft['id']}", 1, now + n)
+        _issued_for(db, actor_id, email, {}, now)
+
+
+def seed_full_demo(db: sqlite3.Connection) -> None:
+    """What `studio serve --demo` seeds: each account as `seed_demo` makes it, issued a few
+    weeks ago (within this year, so this year's series), with its customers, payments, an
+    overdue invoice and a credit note; unless the account exists already."""
+    now = time.time()
+    today = dt.datetime.fromtimestamp(now, dt.UTC).date()
+    new_year = dt.datetime(today.year, 1, 1, tzinfo=dt.UTC).timestamp()
+    start = max(now - HISTORY.total_seconds(), new_year)
+    first_day = dt.datetime.fromtimestamp(start, dt.UTC).date()
+    for email in INVOICES:
+        if db.execute("SELECT 1 FROM actors WHERE email = ?", (email,)).fetchone():
+            continue
+        # The account first, so its customers have an owner; its invoices then name them.
+        actor_id = add_actor(db, email, DEMO_PASSWORD)
+        named = {name: customers.create(db, actor_id, customers.parse_customer({
+            "name": name, "email": mail, "address": address, "country": country,
+            "vat_id": vat_id, "currency": currency, "payment_terms_days": days}),
+            None, start)[0]["id"]
+            for name, (mail, address, country, vat_id, currency, days)
+            in CUSTOMERS[email].items()}
+        profiles.save(db, actor_id, profiles.parse_profile(FULL_SELLERS[email]), start)
+        issued = _issued_for(db, actor_id, email, named, start)
+
+        customer, currency, lines = OVERDUE[email]
+        issued_at = start + 86_400 if first_day < today else now
+        due = max(first_day + dt.timedelta(days=1), today - dt.timedelta(days=7))
+        if due >= today:  # the first day of the year: no earlier day in this year's series
+            due = today - dt.timedelta(days=1)
+        draft, _ = invoices.create_draft(db, actor_id, invoices.parse_draft({
+            "customer": customer, "customer_id": named[customer], "currency": currency,
+            "due_date": due.isoformat(), "line_items": _lines(lines)}), None, issued_at)
+        invoices.issue(db, actor_id, draft["id"], f"demo-{draft['id']}", 1, issued_at)
+
+        if email in CREDIT_NOTES:
+            credited, lines = CREDIT_NOTES[email]
+            note, _ = invoices.make_credit_note(db, actor_id, issued[credited], None,
+                                                issued_at + 1)
+            invoices.edit_draft(db, actor_id, note["id"], 1, {"line_items": _lines(lines)},
+                                issued_at + 1)
+            invoices.issue(db, actor_id, note["id"], f"demo-{note['id']}", 2, issued_at + 1)
+
+        for customer, amount, days, method, reference in PAYMENTS[email]:
+            paid_on = min(first_day + dt.timedelta(days=days), today)
+            payments.record_payment(db, actor_id, issued[customer], f"demo-{customer}",
+                                    payments.parse_payment({
+                                        "amount": amount, "date": paid_on.isoformat(),
+                                        "method": method, "reference": reference}), now)
+
+
+def _issued_for(db: sqlite3.Connection, actor_id: str, email: str, named: dict[str, str],
+                start: float) -> dict[str, str]:
+    """The account's invoices, issued at `start` in order, each naming its customer when
+    `named` has one by that name; the issued ones by customer."""
+    issued: dict[str, str] = {}
+    for n, (customer, currency, due, lines, issue) in enumerate(INVOICES[email]):
+        draft, _ = invoices.create_draft(db, actor_id, invoices.parse_draft({
+            "customer": customer, "customer_id": named.get(customer), "currency": currency,
+            "due_date": due, "line_items": _lines(lines)}), None, start + n)
+        if issue:
+            invoices.issue(db, actor_id, draft["id"], f"demo-{draft['id']}", 1, start + n)
+            issued[customer] = draft["id"]
+    return issued
 
 
 async def ensure_demo(db: Database) -> None:
-    await db.write(seed_demo)
+    await db.write(seed_full_demo)

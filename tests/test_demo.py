@@ -1,0 +1,148 @@
+"""`studio serve --demo`: accounts with full seller profiles, customers, and invoices that are
+paid, partly paid, unpaid and overdue, plus a credit note, made once through the studio's
+own units; and `seed_demo`, the ground the suite builds on, left as it was."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pytest
+from schwifty import BIC, IBAN
+from stdnum.eu import vat
+
+from studio.audit import problems
+from studio.db import in_transaction, prepare
+from studio.demo import INVOICES, seed_demo, seed_full_demo
+from tests import backends
+from tests.conftest import ADA, BEN, rows, scalar, start_server, table_counts
+
+EU = {"AT", "BE", "BG", "CY", "CZ", "DE", "DK", "EE", "ES", "FI", "FR", "GR", "HR", "HU", "IE",
+      "IT", "LT", "LU", "LV", "MT", "NL", "PL", "PT", "RO", "SE", "SI", "SK"}
+
+
+def fresh(tmp_path: Path) -> Path:
+    path = tmp_path / "demo.db"
+    if backends.ON_POSTGRES:
+        backends.use_migrated(path)
+    else:
+        prepare(path)
+    return path
+
+
+def seeded(path: Path, seed: Any) -> None:
+    db = backends.connect(path)
+    try:
+        in_transaction(db, seed)
+    finally:
+        db.close()
+
+
+def statuses(path: Path, email: str) -> list[tuple[str, str, bool]]:
+    """(customer, payment status, overdue) of each issued invoice, in number order."""
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    return [(row["customer"], row["payment_status"],
+             row["payment_status"] != "paid" and row["due_date"] < today)
+            for row in rows(path, "SELECT invoices.customer, balances.payment_status,"
+                                  " balances.due_date FROM invoices JOIN balances"
+                                  " ON balances.invoice_id = invoices.id JOIN actors"
+                                  " ON actors.id = invoices.owner_id WHERE actors.email = ?"
+                                  " ORDER BY invoices.number", email)]
+
+
+def test_the_served_demo_has_customers_paid_partly_paid_unpaid_overdue_and_a_credit_note(
+        tmp_path: Path) -> None:
+    path = fresh(tmp_path)
+    seeded(path, seed_full_demo)
+    ada = statuses(path, ADA)
+    assert ("Blue Harbor Cafe", "paid", False) in ada
+    assert ("Northwind Traders", "partially_paid",
+            "2026-12-15" < dt.datetime.now(dt.UTC).date().isoformat()) in ada
+    assert ("Kestrel Logistics", "unpaid", False) in ada or (
+        "Kestrel Logistics", "unpaid", True) in ada
+    assert ("Hollow Oak Bakery", "unpaid", True) in ada
+    assert {status for _, status, _ in statuses(path, BEN)} == {
+        "paid", "partially_paid", "unpaid"}
+    assert any(overdue for _, _, overdue in statuses(path, BEN))
+    # The credit note lowers what is due on the invoice it corrects.
+    assert rows(path, "SELECT invoices.number, balances.amount_credited, balances.amount_due"
+                      " FROM invoices JOIN balances ON balances.invoice_id = invoices.id"
+                      " WHERE invoices.customer = 'Orchard and Vine Wines'")[0][1:] == (
+        "180.00", "540.00")
+    assert scalar(path, "SELECT COUNT(*) FROM invoices WHERE kind = 'credit_note'"
+                        " AND status = 'issued'") == 1
+    # Every issued invoice (the credit note too) names its customer and froze its details.
+    for row in rows(path, "SELECT customer_id, buyer, customer FROM invoices"
+                          " WHERE status = 'issued'"):
+        assert row["customer_id"] is not None and row["customer"] in row["buyer"]
+    # Each invoice was issued before its payments arrived, in this year's series, in order.
+    year = dt.datetime.now(dt.UTC).year
+    numbers = [row[0] for row in rows(path, "SELECT number FROM invoices WHERE status ="
+                                            " 'issued' AND kind = 'invoice' AND owner_id ="
+                                            " (SELECT id FROM actors WHERE email = ?)"
+                                            " ORDER BY issued_at", ADA)]
+    assert numbers == [f"INV-{year}-{n:04d}" for n in range(1, 7)]
+    db = backends.connect(path)
+    try:
+        assert problems(db) == []
+    finally:
+        db.close()
+
+
+def test_the_demos_customers_and_sellers_pass_the_studios_own_checks(tmp_path: Path) -> None:
+    path = fresh(tmp_path)
+    seeded(path, seed_full_demo)
+    found = rows(path, "SELECT name, country, vat_id, address, email FROM customers")
+    assert len(found) == 13
+    for row in found:
+        assert row["address"] and row["email"] and row["country"]
+        if row["country"] in EU:
+            assert vat.is_valid(row["vat_id"]), row["name"]
+    assert sum(1 for row in found if row["vat_id"]) >= 6
+    for row in rows(path, "SELECT name, address, vat_id, iban, bic FROM profiles"):
+        assert row["address"] and row["vat_id"]
+        assert IBAN(row["iban"]).compact == row["iban"] and BIC(row["bic"]).compact == row["bic"]
+    ada = rows(path, "SELECT iban, bic, vat_id FROM profiles JOIN actors ON actors.id ="
+                     " profiles.actor_id WHERE actors.email = ?", ADA)[0]
+    assert tuple(ada) == ("DE89370400440532013000", "COBADEFFXXX", "DE136695976")
+
+
+def test_the_demo_is_made_once(tmp_path: Path) -> None:
+    path = fresh(tmp_path)
+    seeded(path, seed_full_demo)
+    before = table_counts(path)
+    seeded(path, seed_full_demo)
+    seeded(path, seed_demo)
+    assert table_counts(path) == before
+
+
+def test_the_suites_ground_keeps_its_invoices_unpaid_and_nameless(tmp_path: Path) -> None:
+    path = fresh(tmp_path)
+    seeded(path, seed_demo)
+    assert scalar(path, "SELECT COUNT(*) FROM customers") == 0
+    assert scalar(path, "SELECT COUNT(*) FROM payments") == 0
+    assert scalar(path, "SELECT COUNT(*) FROM invoices WHERE status = 'issued'") == sum(
+        1 for made in INVOICES.values() for invoice in made if invoice[-1])
+    assert {row[0] for row in rows(path, "SELECT payment_status FROM balances")} == {"unpaid"}
+
+
+@pytest.mark.timeout(120)
+def test_studio_serve_demo_signs_in_and_exports_the_demo(tmp_path: Path) -> None:
+    import httpx
+
+    path = tmp_path / "served.db"
+    server = start_server(path, "--demo")
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            client.post("/login", json={"email": ADA, "password": "studio-demo"}
+                        ).raise_for_status()
+            reply = client.get("/exports/invoices.csv")
+            assert reply.status_code == 200
+            text = reply.content.decode("utf-8")
+            assert "Hollow Oak Bakery" in text and ",-180.00," in text
+            payments = client.get("/exports/payments.csv").content.decode("utf-8")
+            assert "NW-PO-7781" in payments and "1000.00" in payments
+    finally:
+        server.stop()
+        backends.drop(path)

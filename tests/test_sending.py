@@ -526,7 +526,11 @@ async def test_a_form_post_is_queued_and_goes_back_to_the_invoice(mailing: Runni
             "subject": "Invoice", "message": "Hello"}
     reply = await client.post(f"/invoices/{invoice_id}/send", data=form,
                               headers={"HX-Request": "true", "Accept": "text/html"})
-    assert reply.status_code == 200 and reply.headers["HX-Redirect"] == f"/invoices/{invoice_id}"
+    send_id = reply.headers["HX-Redirect"].rsplit("=", 1)[1]
+    assert reply.status_code == 200
+    assert reply.headers["HX-Redirect"] == f"/invoices/{invoice_id}?sent={send_id}"
+    page = (await client.get(reply.headers["HX-Redirect"], headers=PAGE)).text
+    assert "The email to accounts@northwind.test is on its way" in page
     plain = await client.post(f"/invoices/{invoice_id}/send", data=form,
                               headers={"Accept": "text/html"})
     assert plain.status_code == 303

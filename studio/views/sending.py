@@ -37,7 +37,8 @@ async def _queue(request: Request, binding: str) -> Response:
     delivery = studio.worker.delivery if studio.worker else None
     if created and delivery is not None:
         delivery.wake.set()
-    return moved_to(request, f"/invoices/{invoice_id}", send,
+    # A page of its own address, so the forms there mint new ids: the next email is new.
+    return moved_to(request, f"/invoices/{invoice_id}?sent={send['send_id']}", send,
                     HTMX_ACCEPTED if created else 200)
 
 
@@ -56,7 +57,10 @@ async def page_context(request: Request, actor: Actor, invoice_id: str) -> dict[
     """What the invoice page shows of sending; each form's id minted once per page."""
     studio = studio_of(request)
     sending = await studio.db.read(outbox.sending_of, actor.id, invoice_id)
+    just = request.query_params.get("sent")
     return {"sending": {**sending, "ready": bool(studio.settings.smtp_url),
+                        "just_sent": next((send for send in sending["sends"]
+                                           if send["send_id"] == just), None),
                         "send_request_id": str(uuid.uuid4()),
                         "remind_request_id": str(uuid.uuid4())}}
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import httpx
 
-from bench import exports, facturx, issuing, listing, loaded, payments, pg, uploads
+from bench import exports, facturx, issuing, listing, loaded, payments, pg, sending, uploads
 from studio import intents, leases
 from studio.auth import Actor
 from studio.config import Settings
@@ -64,6 +64,7 @@ TARGETS: dict[str, tuple[str, float]] = {
     "list_page_ms_150k": ("<=", 50),
     "poll_under_import_ratio": ("<=", 3.0),
     "payment_ratio": ("<=", 1.5),
+    "send_queue_ratio": ("<=", 1.5),
     "export_mb_100k": ("<=", 20),
     # PostgreSQL (bench/pg.py), in a throwaway cluster of the run's own.
     "pg_create_intent_600_ratio": ("<=", 1.5),
@@ -76,7 +77,7 @@ TARGETS: dict[str, tuple[str, float]] = {
 # Reported beside the targets, with none of their own (any more).
 REPORTED = ("upload_ratio", "issue_call_ratio", "create_intent_600_submit_ratio",
             "pg_create_intent_600_submit_ratio", "pg_issue_rps_2hosts", "payment_call_ratio",
-            "facturx_ms")
+            "facturx_ms", "send_queue_call_ratio")
 
 
 # --- the store: a 600-task lease against raw sqlite3 ----------------------------------------
@@ -791,6 +792,9 @@ def print_table(results: dict[str, Any]) -> None:
     if "payment_ms" in results:
         print(f"a payment recorded: studio {results['payment_ms']:.2f} ms (the whole call"
               f" {results['payment_call_ms']:.2f} ms), raw {results['payment_raw_ms']:.2f} ms")
+    if "send_queue_ms" in results:
+        print(f"an email queued: studio {results['send_queue_ms']:.2f} ms, raw"
+              f" {results['send_queue_raw_ms']:.2f} ms (binding, share link and outbox row)")
     if "export_mb_100k" in results:
         print(f"CSV export of {results['export_rows']} invoices: {results['export_s']:.1f} s,"
               f" {results['export_bytes'] / 2**20:.1f} MiB, first byte after"
@@ -871,6 +875,7 @@ def steps(quick: bool) -> dict[str, Callable[[Path], dict[str, Any]]]:
         "payments": lambda w: asyncio.run(payments.bench_payment(w, 40 if quick else 200)),
         "export": lambda w: bench_export(w),
         "facturx": lambda w: facturx.bench_facturx(w, 5 if quick else 20),
+        "sending": lambda w: asyncio.run(sending.bench_send_queue(w, 40 if quick else 200)),
         "pg": lambda w: pg.in_cluster(quick),
     }
 

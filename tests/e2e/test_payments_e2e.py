@@ -51,7 +51,7 @@ def test_a_payment_recorded_again_after_a_lost_reply_is_one_payment(
     page.wait_for_url(re.compile(rf".*/invoices/{invoice_id}\?recorded=[0-9a-f-]{{36}}$"))
     left = due - 100
     expect(payments).to_contain_text("Payment of EUR 100.00 recorded.")
-    expect(payments.locator("tr.payment")).to_have_count(had + 1)
+    expect(payments.locator("li.payment")).to_have_count(had + 1)
     expect(page.locator("#amount-due")).to_have_text(f"EUR {left}")
     # The same form, sent twice: the same id both times.
     assert len(posts) == 2 and posts[0] == posts[1] and f"request_id={minted}" in posts[0]
@@ -69,7 +69,7 @@ def test_a_payment_recorded_again_after_a_lost_reply_is_one_payment(
 
     # Void it, confirming: it stays listed, struck through, and the balance is whole again.
     page.once("dialog", lambda dialog: dialog.accept())
-    row_of_it = payments.locator("tr.payment", has_text="Transfer 881")
+    row_of_it = payments.locator("li.payment", has_text="Transfer 881")
     row_of_it.get_by_role("button", name="Void").click()
     page.wait_for_url(re.compile(r".*\?voided="))
     expect(row_of_it.locator("s").first).to_be_visible()

@@ -369,3 +369,31 @@ async def test_a_customer_made_in_the_picker_is_made_once_and_chosen(studio) -> 
     refused = await client.post("/customers/picker", data={**body, "new_customer_email": "x"},
                                 headers=HTMX)
     assert refused.status_code == 422 and refused.headers["hx-retarget"] == "#messages"
+
+
+async def test_the_customer_pages_speak_the_persons_words(studio) -> None:
+    from tests.test_words_pages import assert_plain
+
+    client = await studio.signed_in()
+    made = (await client.post("/customers", json=ACME)).json()
+    await client.post("/customers/picker", data={"new_customer_name": "Words Co"},
+                      headers=HTMX)
+    stale = await client.post(f"/customers/{made['id']}/edit", headers=HTMX,
+                              data={"revision": "9", "name": "Stale"})
+    in_use_draft = (await client.post("/invoices", json={**DRAFT, "customer": "Acme"})).json()
+    name_a_customer(studio.settings.db_path, in_use_draft["id"], made["id"])
+    in_use = await client.post(f"/customers/{made['id']}/delete", headers=PAGE)
+    pages = {
+        "customers": (await client.get("/customers", headers=PAGE)).text,
+        "customer": (await client.get(f"/customers/{made['id']}", headers=PAGE)).text,
+        "matches": (await client.get("/customers/picker?q=acme", headers=HTMX)).text,
+        "chosen": (await client.get(f"/customers/picker?chosen={made['id']}",
+                                    headers=HTMX)).text,
+        "new draft": (await client.get("/invoices/new", headers=PAGE)).text,
+        "stale edit": stale.text, "in use": in_use.text,
+        "settings": (await client.get("/settings", headers=PAGE)).text,
+    }
+    assert stale.status_code == in_use.status_code == 409
+    for name, html in pages.items():
+        assert_plain(name, html)
+    assert made["id"] in pages["customer"].split("Technical details")[1]

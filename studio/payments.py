@@ -64,7 +64,7 @@ def parse_payment(body: dict[str, Any]) -> dict[str, str]:
     `method` and `reference`. The amount's decimals are judged against the invoice's
     currency when it is recorded."""
     method = body.get("method")
-    if method not in METHODS:
+    if not isinstance(method, str) or method not in METHODS:
         raise Refusal("invalid_body", "The method must be one of bank_transfer, card, cash or"
                                       " other.")
     reference = body.get("reference") or ""

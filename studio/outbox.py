@@ -134,7 +134,8 @@ def _refuse_unless_sendable(invoice: sqlite3.Row, facts: dict[str, Any], kind: s
 
 def queue(db: sqlite3.Connection, actor_id: str, invoice_id: str, binding: str,
           request_id: str, asked: dict[str, Any], mail_from: str, base_url: str,
-          now: float | None = None) -> tuple[dict[str, Any], bool]:
+          now: float | None = None, share_days: float = shares.DEFAULT_DAYS
+          ) -> tuple[dict[str, Any], bool]:
     """Write the send with its request binding, in one transaction: (the send, created).
     The same request again answers the send it made, whatever happened since."""
     now = clock(now)
@@ -149,7 +150,7 @@ def queue(db: sqlite3.Connection, actor_id: str, invoice_id: str, binding: str,
             raise Refusal("recipient_missing")
         subject, message = default_words(facts, kind)
         message = asked["message"] or message
-        link_id, token = shares.mint(db, actor_id, invoice_id, now)
+        link_id, token = shares.mint(db, actor_id, invoice_id, now, share_days)
         message += f"\n\nView the invoice online: {base_url.rstrip('/')}/i/{token}"
         db.execute(
             "INSERT INTO sends (id, owner_id, invoice_id, kind, recipient, cc, subject, message,"

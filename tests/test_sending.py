@@ -535,3 +535,15 @@ async def test_a_form_post_is_queued_and_goes_back_to_the_invoice(mailing: Runni
                               headers={"Accept": "text/html"})
     assert plain.status_code == 303
     assert count(mailing, "SELECT COUNT(*) FROM sends") == 1
+
+
+async def test_the_link_an_email_carries_lives_as_long_as_the_share_link_setting_says(
+        settings: Settings, smtp: MailServer) -> None:
+    async with running(with_mail(settings, smtp, share_link_days=7.0)) as studio:
+        client = await studio.signed_in()
+        reply = await client.post(f"/invoices/{studio.invoice_ids()[0]}/send", json=send_body())
+        assert reply.status_code == 202, reply.text
+        link = rows(studio.settings.db_path, "SELECT created_at, expires_at FROM share_links"
+                                             " WHERE id = ?",
+                    send_row(studio, reply.json()["send_id"])["share_link_id"])[0]
+    assert link["expires_at"] - link["created_at"] == pytest.approx(7 * 86400)

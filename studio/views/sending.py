@@ -33,7 +33,8 @@ async def _queue(request: Request, binding: str) -> Response:
         raise Refusal("sending_not_configured")
     send, created = await studio.db.write(
         outbox.queue, actor.id, invoice_id, binding, bindings.parse_request_id(body),
-        outbox.parse_send(body), studio.settings.mail_from, _base_url(request))
+        outbox.parse_send(body), studio.settings.mail_from, _base_url(request),
+        share_days=studio.settings.share_link_days)
     delivery = studio.worker.delivery if studio.worker else None
     if created and delivery is not None:
         delivery.wake.set()

@@ -20,8 +20,10 @@ def _sum(db: sqlite3.Connection, sql: str, invoice_id: str) -> Decimal:
 
 
 def standing(total: Decimal, credited: Decimal, paid: Decimal, currency: str) -> dict[str, str]:
-    """The balance's fields from its three facts."""
-    due = total - credited - paid
+    """The balance's fields from its three facts. What is due never goes below zero: a credit
+    note issued after the invoice was paid is money the seller owes back, not a payment the
+    customer can be asked for, and the studio does not record refunds."""
+    due = max(total - credited - paid, Decimal(0))
     status = "paid" if due <= 0 else "partially_paid" if paid > 0 else "unpaid"
     return {"amount_paid": money.text(paid, currency),
             "amount_credited": money.text(credited, currency),

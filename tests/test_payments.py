@@ -355,6 +355,23 @@ async def test_a_credit_note_lowers_the_balance_and_what_may_be_paid(studio) -> 
         "2500.00", "0.00", "paid")
 
 
+async def test_a_credit_note_after_full_payment_leaves_nothing_due_never_less(studio) -> None:
+    client = await studio.signed_in()
+    invoice_id, db = await northwind(studio), studio.settings.db_path
+    paid = await client.post(f"/invoices/{invoice_id}/payments", json=payment(amount="2700"))
+    assert paid.status_code == 201, paid.text
+    note = (await client.post(f"/invoices/{invoice_id}/credit-note", json={})).json()
+    edited = await client.patch(f"/invoices/{note['id']}", json={
+        "revision": note["revision"], "line_items": [
+            {"description": "Refund", "quantity": "1", "unit_price": "200.00",
+             "tax_rate": "0"}]})
+    issued = await client.post(f"/invoices/{note['id']}/issue", json={
+        "request_id": "credit", "revision": edited.json()["revision"]})
+    assert issued.status_code == 201, issued.text
+    assert balance_of(db, invoice_id) == {"amount_paid": "2700.00", "amount_credited": "200.00",
+                                          "amount_due": "0.00", "payment_status": "paid"}
+
+
 def _at(day: str) -> float:
     return dt.datetime.combine(dt.date.fromisoformat(day), dt.time(12), dt.UTC).timestamp()
 

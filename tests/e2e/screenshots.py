@@ -1,5 +1,7 @@
 """Screenshots of the real app for the docs: the review step, a lease with candidates, the
-invoice list, a draft with an attached receipt, and the issue review step.
+invoice list, a draft with an attached receipt, the issue review step, the customers, an
+issued invoice's document with its tax table and payment QR code, an invoice with its
+payments, and an invoice's emails (delivered to a real SMTP server on loopback).
 
 Run from the repository root: `python -m tests.e2e.screenshots`. Writes docs/*.png from a
 fresh demo server in a temporary folder.
@@ -16,6 +18,7 @@ from playwright.sync_api import expect, sync_playwright
 from tests.conftest import ROOT, scalar, start_server
 from tests.e2e.conftest import BLUE_HARBOR, CHROMIUM, CHROMIUM_ARGS, NORTHWIND, sign_in
 from tests.test_attachments import png
+from tests.test_sending import Inbox, MailServer
 
 DOCS = ROOT / "docs"
 
@@ -27,7 +30,10 @@ def main() -> int:
     DOCS.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as folder:
         db_path = Path(folder) / "studio.db"
-        server = start_server(db_path, "--demo", STUDIO_PROVIDER_DELAY_S="0.3")
+        mail = MailServer(Inbox())
+        mail.start()
+        server = start_server(db_path, "--demo", STUDIO_PROVIDER_DELAY_S="0.3",
+                              STUDIO_SMTP_URL=mail.url, STUDIO_MAIL_FROM="ada@example.com")
         try:
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=str(CHROMIUM),
@@ -65,11 +71,38 @@ def main() -> int:
                 page.goto(f"{server.url}/invoices/{draft}/issue")
                 expect(page.locator("#submit")).to_be_enabled()
                 page.screenshot(path=DOCS / "issue.png", full_page=True)
+
+                page.goto(f"{server.url}/customers")
+                page.screenshot(path=DOCS / "customers.png", full_page=True)
+                overdue = issued_to(db_path, "Hollow Oak Bakery")
+                page.goto(f"{server.url}/invoices/{overdue}/document")
+                page.screenshot(path=DOCS / "document.png", full_page=True)
+                page.goto(f"{server.url}/invoices/{issued_to(db_path, 'Northwind Traders')}")
+                page.screenshot(path=DOCS / "payments.png", full_page=True)
+
+                page.goto(f"{server.url}/invoices/{overdue}")
+                open_forms = "document.querySelectorAll('details.send-form')" \
+                             ".forEach(form => form.open = true)"
+                page.evaluate(open_forms)
+                page.get_by_role("button", name="Send email").click()
+                expect(page.locator("#sending")).to_contain_text("Sent", timeout=20_000)
+                page.evaluate(open_forms)
+                page.get_by_role("button", name="Send reminder").click()
+                expect(page.locator("#sending")).not_to_contain_text("Waiting", timeout=20_000)
+                page.screenshot(path=DOCS / "sending.png", full_page=True)
                 browser.close()
         finally:
             server.stop()
-    print(f"wrote review, lease, invoices, draft and issue screenshots to {DOCS}")
+            mail.stop()
+    print(f"wrote review, lease, invoices, draft, issue, customers, document, payments and"
+          f" sending screenshots to {DOCS}")
     return 0
+
+
+def issued_to(db_path: Path, customer: str) -> str:
+    return scalar(db_path, "SELECT invoices.id FROM invoices JOIN actors ON actors.id = owner_id"
+                           " WHERE customer = ? AND status = 'issued' AND kind = 'invoice'"
+                           " AND email = 'ada@example.com'", customer)
 
 
 if __name__ == "__main__":

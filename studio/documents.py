@@ -29,6 +29,7 @@ import sqlite3
 import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ from segno import QRCode, helpers
 
 from studio import assets
 from studio.db import Database
-from studio.money import shown
+from studio.money import rounded, shown
 
 FONTS = assets.folder("static") / "fonts"
 TITLES = {"invoice": "Invoice", "credit_note": "Credit note"}
@@ -166,6 +167,22 @@ def logo_data_uri(invoice: dict[str, Any]) -> str | None:
     if not logo or not kind or not kind.startswith("image/"):
         return None
     return f"data:{kind};base64,{base64.b64encode(logo).decode()}"
+
+
+def with_prices_shown(invoice: dict[str, Any]) -> dict[str, Any]:
+    """Unit prices as the amounts beside them read, in the currency's minor units: `450` shows
+    as `450.00`; a price with more decimals (`10.005`) is shown whole, never rounded."""
+    def completed(price: Any) -> Any:
+        try:
+            amount = Decimal(str(price))
+            in_minor_units = rounded(amount, invoice["currency"])
+        except (InvalidOperation, ValueError, KeyError):  # stored rows are shown as stored
+            return price
+        return str(in_minor_units) if in_minor_units == amount else price
+
+    lines = [{**line, "unit_price": completed(line.get("unit_price", ""))}
+             for line in invoice["line_items"]]
+    return {**invoice, "line_items": lines}
 
 
 def page_of(invoice: dict[str, Any]) -> dict[str, Any]:

@@ -277,10 +277,8 @@ async def issued_document(db: Database, owner_id: str, invoice_id: str) -> dict[
 
 async def document_pdf(db: Database, owner_id: str, invoice: dict[str, Any]) -> bytes:
     """The document's own PDF, the one its download gives: kept, or rendered once and kept."""
-    from studio.views.invoices import with_prices_shown
-
     kept = await documents.kept_pdf(db, owner_id, invoice["id"])
-    return kept[1] if kept else await documents.issued_pdf(db, with_prices_shown(invoice))
+    return kept[1] if kept else await documents.issued_pdf(db, documents.with_prices_shown(invoice))
 
 
 async def facturx_pdf(db: Database, owner_id: str, invoice_id: str) -> bytes:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from decimal import Decimal, InvalidOperation
 from itertools import zip_longest
 from typing import Any
 
@@ -18,12 +17,12 @@ from studio import (
     finding,
     invoices,
     leases,
-    money,
     paging,
     payments,
     profiles,
     shares,
 )
+from studio.documents import with_prices_shown
 from studio.errors import Refusal
 from studio.views import sending
 from studio.web import (
@@ -119,22 +118,6 @@ async def blank_line(request: Request) -> Response:
     await current_actor(request)
     return render(request, "_line.html", {"line": {"quantity": "1", "tax_rate": "0",
                                                    "discount_percent": ""}})
-
-
-def with_prices_shown(invoice: dict[str, Any]) -> dict[str, Any]:
-    """Unit prices as the amounts beside them read, in the currency's minor units: `450` shows
-    as `450.00`; a price with more decimals (`10.005`) is shown whole, never rounded."""
-    def shown(price: Any) -> Any:
-        try:
-            amount = Decimal(str(price))
-            completed = money.rounded(amount, invoice["currency"])
-        except (InvalidOperation, ValueError, KeyError):  # stored rows are shown as stored
-            return price
-        return str(completed) if completed == amount else price
-
-    lines = [{**line, "unit_price": shown(line.get("unit_price", ""))}
-             for line in invoice["line_items"]]
-    return {**invoice, "line_items": lines}
 
 
 async def invoice_page(request: Request) -> Response:

@@ -10,7 +10,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from studio import documents, shares
-from studio.views.invoices import with_prices_shown
 from studio.web import PRIVATE, answer_kind, current_actor, path_id, read_body, render, studio_of
 
 # A shared page belongs to whoever holds the link: no search engine lists it, no page it links
@@ -81,7 +80,7 @@ async def shared_invoice(request: Request) -> Response:
         return _not_found(request)
     await shares.record_view(db, opened.link_id)
     # The printable view itself (templates/document.html), with the link's own PDF.
-    context = {**documents.page_of(with_prices_shown(opened.invoice)), "token": token}
+    context = {**documents.page_of(documents.with_prices_shown(opened.invoice)), "token": token}
     return _shared(render(request, "shared_invoice.html", context))
 
 
@@ -94,7 +93,7 @@ async def shared_pdf(request: Request) -> Response:
     await shares.record_view(db, opened.link_id)
     invoice = opened.invoice
     kept = await documents.kept_pdf(db, opened.owner_id, invoice["id"])
-    pdf = kept[1] if kept else await documents.issued_pdf(db, with_prices_shown(invoice))
+    pdf = kept[1] if kept else await documents.issued_pdf(db, documents.with_prices_shown(invoice))
     name = re.sub(r"[^A-Za-z0-9._-]", "_", invoice["number"]) + ".pdf"
     return _shared(Response(pdf, media_type="application/pdf",
                             headers={"Content-Disposition": f'inline; filename="{name}"'}))

@@ -228,6 +228,7 @@
   }
 
   document.addEventListener("htmx:sendError", function (event) {
+    if (resendsSame(event.detail.elt)) { return; }  // it says so beside its own button
     if (isPoll(event.detail.elt)) {
       say("No reply from the studio. The page keeps asking; nothing is lost.", "no_reply");
     } else {
@@ -273,6 +274,10 @@
     });
   }
 
+  function mintKey(input) {
+    return (input.form ? input.form.getAttribute("action") : "") + " " + input.name;
+  }
+
   // A form that creates something carries one id per visit to it, kept in this history
   // entry's state: Back, Forward and Reload find the same id, so Save again answers the
   // record the first Save made; a new visit is a new entry and mints a new id. Without
@@ -283,7 +288,7 @@
     var state = Object.assign({}, history.state);
     var minted = Object.assign({}, state.minted);
     inputs.forEach(function (input) {
-      var key = (input.form ? input.form.getAttribute("action") : "") + " " + input.name;
+      var key = mintKey(input);
       if (minted[key]) {
         input.value = minted[key];
       } else {
@@ -298,6 +303,79 @@
       // A state too large or refused: the id still holds while this page is open.
     }
   }
+
+  // A form that records something once (a payment) is, after a lost reply, the review step
+  // again: its fields freeze as they were sent and its button sends exactly that body with
+  // the same id, so the studio counts it once. "Start over" is a new form with a new id.
+  function resendsSame(element) {
+    return !!element && !!element.matches && element.matches("form[data-resend-same]");
+  }
+
+  function amountText(value, decimals) {
+    // Digits as the person typed them, padded to the currency's decimals; never a float.
+    var match = /^(\d+)(?:\.(\d*))?$/.exec(value.trim());
+    if (!match || decimals === "" || (match[2] || "").length > Number(decimals)) { return value; }
+    var cents = (match[2] || "") + "0".repeat(Number(decimals));
+    return match[1] + (Number(decimals) ? "." + cents.slice(0, Number(decimals)) : "");
+  }
+
+  function sayInForm(form, text) {
+    var status = form.querySelector("[data-resend-status]");
+    status.className = "status error";
+    status.textContent = text;
+    form.querySelector("[data-start-over]").hidden = false;
+  }
+
+  function freeze(form, entries) {
+    form.frozenEntries = entries;
+    form.querySelectorAll("input, textarea").forEach(function (field) { field.readOnly = true; });
+    form.querySelectorAll("select").forEach(function (field) { field.disabled = true; });
+    var sent = {};
+    entries.forEach(function (pair) { sent[pair[0]] = pair[1]; });
+    sayInForm(form, form.dataset.lostReply.replace("{amount}",
+      amountText(String(sent.amount || ""), form.dataset.decimals || "")));
+    form.querySelector("button[type=submit]").textContent = form.dataset.again;
+  }
+
+  document.addEventListener("htmx:configRequest", function (event) {
+    var form = event.detail.elt;
+    if (!resendsSame(form) || !form.frozenEntries) { return; }
+    var body = new FormData();
+    form.frozenEntries.forEach(function (pair) { body.append(pair[0], pair[1]); });
+    event.detail.parameters = body;
+  });
+
+  document.addEventListener("htmx:sendError", function (event) {
+    var form = event.detail.elt;
+    if (!resendsSame(form)) { return; }
+    var sent = form.frozenEntries || Array.from(event.detail.requestConfig.formData.entries());
+    freeze(form, sent);
+  });
+
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var form = event.detail.elt;
+    var status = event.detail.xhr && event.detail.xhr.status;
+    // The studio's own message is above the form; here only what to do next.
+    if (resendsSame(form) && status >= 400 && status < 500 && status !== 401 &&
+        (form.frozenEntries || status === 409)) {
+      sayInForm(form, form.dataset.refused);
+    }
+  });
+
+  document.addEventListener("click", function (event) {
+    var link = event.target.closest && event.target.closest("[data-start-over]");
+    if (!link) { return; }
+    event.preventDefault();
+    // Forget this form's id in this history entry, so the reloaded page mints a new one.
+    var state = Object.assign({}, history.state);
+    var minted = Object.assign({}, state.minted);
+    link.closest("form").querySelectorAll("input[data-mint]").forEach(function (input) {
+      delete minted[mintKey(input)];
+    });
+    state.minted = minted;
+    history.replaceState(state, "", link.href);
+    location.reload();
+  });
 
   document.addEventListener("DOMContentLoaded", function () {
     keepMinted();

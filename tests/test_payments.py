@@ -460,3 +460,39 @@ async def test_a_form_records_a_payment_and_goes_to_the_invoice(studio) -> None:
     shown = (await client.get(voided.headers["hx-redirect"], headers=PAGE)).text
     assert "voided: it no longer counts" in shown
     assert_plain("invoice after a void", shown)
+
+
+async def test_a_form_sent_again_with_other_input_says_to_start_over_and_changes_nothing(
+        studio) -> None:
+    client = await studio.signed_in()
+    invoice_id, db = await northwind(studio), studio.settings.db_path
+    form = {"request_id": "form-used", "amount": "20", "date": TODAY, "method": "cash",
+            "reference": ""}
+    first = await client.post(f"/invoices/{invoice_id}/payments", data=form, headers=HTMX)
+    assert first.status_code == 200 and "hx-redirect" in first.headers
+    before = database_digest(db)
+    reply = await client.post(f"/invoices/{invoice_id}/payments", headers=HTMX,
+                              data={**form, "amount": "21"})
+    assert (reply.status_code, reply.headers["hx-retarget"]) == (409, "#messages")
+    assert 'data-code="request_id_conflict"' in reply.text
+    assert "already recorded a different payment" in reply.text and "Start over" in reply.text
+    assert_plain("a form used twice", reply.text)
+    # The API keeps the plain conflict; without script the form's id is new on reload.
+    api = await client.post(f"/invoices/{invoice_id}/payments", json={**form, "amount": "21"})
+    assert (api.status_code, api.json()["detail"]) == (409, "request_id_conflict")
+    assert "Start over" not in api.json()["message"]
+    assert database_digest(db) == before
+    assert [row["amount"] for row in payments_of(db, invoice_id)] == ["20.00"]
+
+
+async def test_the_payment_form_freezes_after_a_lost_reply_and_can_start_over(studio) -> None:
+    client = await studio.signed_in()
+    invoice_id = await northwind(studio)
+    html = (await client.get(f"/invoices/{invoice_id}", headers=PAGE)).text
+    form = re.search(r'<form[^>]*id="payment-form".*?</form>', html, re.S)[0]
+    assert "data-resend-same" in form and 'data-again="Record again"' in form
+    assert 'data-decimals="2"' in form
+    assert "Your payment of EUR {amount} may or may not have been recorded" in form
+    assert re.search(rf'<a href="/invoices/{invoice_id}#payments" id="payment-start-over"'
+                     r' data-start-over hidden>Start over</a>', form)
+    assert_plain("invoice with a payment form", html)

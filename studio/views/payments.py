@@ -6,6 +6,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from studio import bindings, payments
+from studio.errors import Refusal
 from studio.web import (
     PRIVATE,
     answer_kind,
@@ -16,6 +17,12 @@ from studio.web import (
     studio_of,
 )
 
+# The form's id already recorded another payment (the page came back after a payment, say):
+# with script a reload keeps that id, so the way out is the form's own "Start over".
+FORM_USED = ("This form already recorded a different payment, so it cannot record this one."
+             " Press \u201cStart over\u201d below the form for a new one, then enter the payment"
+             " again.")
+
 
 async def record(request: Request) -> Response:
     invoice_id = path_id(request, "invoice_id", "invoice_not_found")
@@ -23,8 +30,13 @@ async def record(request: Request) -> Response:
     actor = await current_actor(request)
     request_id = bindings.parse_request_id(body)
     fields = payments.parse_payment(body)
-    payment, created = await studio_of(request).db.write(
-        payments.record_payment, actor.id, invoice_id, request_id, fields)
+    try:
+        payment, created = await studio_of(request).db.write(
+            payments.record_payment, actor.id, invoice_id, request_id, fields)
+    except Refusal as refusal:
+        if refusal.code == "request_id_conflict" and answer_kind(request) == "fragment":
+            raise Refusal(refusal.code, FORM_USED) from None
+        raise
     # A new address after each payment: the next visit's form mints a new id of its own.
     return moved_to(request, f"/invoices/{invoice_id}?recorded={payment['id']}", payment,
                     201 if created else 200)

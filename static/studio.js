@@ -377,6 +377,44 @@
     location.reload();
   });
 
+  // Choosing a customer on a draft fills in their currency, and the due date from their
+  // payment terms while it is still empty; both stay the person's to change.
+  function daysFromToday(days) {
+    var day = new Date();
+    day.setDate(day.getDate() + Number(days));
+    return day.getFullYear() + "-" + String(day.getMonth() + 1).padStart(2, "0") + "-" +
+      String(day.getDate()).padStart(2, "0");
+  }
+
+  function fillFromCustomer(picker) {
+    var form = picker.closest("form");
+    var said = document.getElementById("customer-filled");
+    if (!form || !said || !picker.dataset.pickedName) { return; }
+    var filled = [];
+    var currency = form.elements.namedItem("currency");
+    var wanted = picker.dataset.pickedCurrency;
+    if (currency && wanted && !currency.readOnly && currency.value !== wanted) {
+      currency.value = wanted;
+      filled.push("currency " + wanted);
+    }
+    var due = form.elements.namedItem("due_date");
+    var days = picker.dataset.pickedTermsDays;
+    if (due && days && !due.value && !due.readOnly) {
+      due.value = daysFromToday(days);
+      filled.push("due " + due.value + " (" + days + " days)");
+    }
+    said.textContent = filled.length
+      ? "Filled in from " + picker.dataset.pickedName + "'s details: " + filled.join(", ") + "."
+      : "";
+    // The totals follow the currency.
+    if (filled.length && currency) { currency.dispatchEvent(new Event("input", { bubbles: true })); }
+  }
+
+  document.addEventListener("htmx:load", function (event) {
+    var picker = event.detail.elt;
+    if (picker && picker.id === "customer-picker") { fillFromCustomer(picker); }
+  });
+
   document.addEventListener("DOMContentLoaded", function () {
     keepMinted();
     var review = document.getElementById("review");

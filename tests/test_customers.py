@@ -397,3 +397,20 @@ async def test_the_customer_pages_speak_the_persons_words(studio) -> None:
     for name, html in pages.items():
         assert_plain(name, html)
     assert made["id"] in pages["customer"].split("Technical details")[1]
+
+
+async def test_the_chosen_customer_brings_their_currency_and_payment_terms_to_the_draft(
+        studio) -> None:
+    client = await studio.signed_in()
+    made = (await client.post("/customers", json={**ACME, "currency": "chf",
+                                                  "payment_terms_days": 45})).json()
+    chosen = (await client.get(f"/customers/picker?chosen={made['id']}", headers=HTMX)).text
+    assert re.search(r'<div id="customer-picker" class="stack" data-picked-name="Acme GmbH"'
+                     r' data-picked-currency="CHF" data-picked-terms-days="45">', chosen)
+    bare = (await client.post("/customers", json={"name": "Bare & Co"})).json()
+    chosen = (await client.get(f"/customers/picker?chosen={bare['id']}", headers=HTMX)).text
+    assert 'data-picked-name="Bare &amp; Co" data-picked-currency=""' in chosen
+    assert 'data-picked-terms-days="14"' in chosen
+    # The draft form itself names no customer just chosen, so nothing is filled on load.
+    new_draft = (await client.get("/invoices/new", headers=PAGE)).text
+    assert "data-picked" not in new_draft and "fills in their currency" in new_draft

@@ -83,9 +83,10 @@ async def delete_customer(request: Request) -> Response:
 
 
 def _picker(request: Request, customer: dict[str, Any] | None) -> Response:
-    """The picker with a customer chosen, as the draft form shows it."""
+    """The picker with a customer chosen, as the draft form shows it; `picked` carries the
+    customer's currency and payment terms for the draft to fill in."""
     chosen = {"customer": customer["name"], "customer_id": customer["id"]} if customer else None
-    return render(request, "_customer_picker.html", {"invoice": chosen})
+    return render(request, "_customer_picker.html", {"invoice": chosen, "picked": customer})
 
 
 async def picker(request: Request) -> Response:

@@ -1,8 +1,10 @@
 """In a real browser: a customer made on the Customers page is found and chosen by the picker on
-a new draft, and one made in place from the draft is chosen at once."""
+a new draft, and one made in place from the draft is chosen at once; choosing one fills in the
+draft's currency and its due date from the customer's payment terms."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 from playwright.sync_api import Page, expect
@@ -72,3 +74,45 @@ def test_a_customer_made_in_place_on_the_draft_is_chosen_once(page: Page,
     assert rows(studio.db_path, "SELECT customer_id FROM invoices WHERE id = ?",
                 invoice_id)[0][0] == made["id"]
     assert len(rows(studio.db_path, "SELECT id FROM customers WHERE name = 'Inline Pty'")) == 1
+
+
+def test_choosing_a_customer_fills_in_their_currency_and_the_due_date_from_their_terms(
+        page: Page, studio: Studio) -> None:
+    sign_in(page, studio.url)
+    made = page.request.post(studio.url + "/customers", data={
+        "name": "Alpenblick AG", "country": "CH", "currency": "CHF",
+        "payment_terms_days": 30})
+    assert made.status == 201, made.text()
+    customer_id = made.json()["id"]
+    page.goto(studio.url + "/invoices/new")
+    currency, due = page.get_by_label("Currency"), page.get_by_label("Due date")
+    expect(currency).to_have_value("EUR")
+    expect(due).to_have_value("")
+    expect(page.locator("#customer-fills")).to_contain_text("fills in their currency")
+    page.get_by_label("Customer", exact=True).press_sequentially("alpen")
+    page.locator("#customer-matches").get_by_role(
+        "button", name=re.compile("Alpenblick AG")).click()
+    expect(page.locator("#customer-id")).to_have_value(customer_id)
+    # Today as the browser counts it, give or take a midnight passing during the test.
+    days = [(dt.date.today() + dt.timedelta(days=n)).isoformat() for n in (30, 31)]
+    expect(currency).to_have_value("CHF")
+    expect(due).to_have_value(re.compile("^(" + "|".join(days) + ")$"))
+    filled = due.input_value()
+    expect(page.locator("#customer-filled")).to_have_text(
+        f"Filled in from Alpenblick AG's details: currency CHF, due {filled} (30 days).")
+
+    # Both stay the person's: a due date already there is kept when choosing again.
+    due.fill("2027-06-30")
+    page.get_by_label("Customer", exact=True).fill("")
+    page.get_by_label("Customer", exact=True).press_sequentially("alpen")
+    page.locator("#customer-matches").get_by_role(
+        "button", name=re.compile("Alpenblick AG")).click()
+    expect(page.locator("#customer-id")).to_have_value(customer_id)
+    expect(due).to_have_value("2027-06-30")
+    page.get_by_label("Description").nth(0).fill("Chalet photography")
+    page.get_by_label("Unit price").nth(0).fill("800")
+    page.get_by_role("button", name="Save draft").click()
+    page.wait_for_url(DRAFT_URL)
+    [draft] = rows(studio.db_path, "SELECT customer_id, currency, due_date FROM invoices"
+                                   " WHERE id = ?", page.url.rsplit("/", 1)[1])
+    assert tuple(draft) == (customer_id, "CHF", "2027-06-30")

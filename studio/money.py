@@ -59,15 +59,22 @@ def currency_code(value: object) -> str:
     raise Refusal("invalid_body", "The currency must be an ISO 4217 code such as EUR or USD.")
 
 
+# Read once per currency: an export rounds a dozen amounts per invoice, and Babel's look-up
+# costs more than the rounding.
+@functools.cache
 def minor_units(currency: str) -> int:
     return get_currency_precision(currency)
 
 
+@functools.cache
+def _smallest_unit(currency: str) -> Decimal:
+    """0.01 for EUR, 1 for JPY, 0.001 for KWD."""
+    return Decimal(1).scaleb(-minor_units(currency))
+
+
 def rounded(amount: Decimal, currency: str) -> Decimal:
     """Half-up to the currency's minor units: 1.005 EUR is 1.01, 0.5 JPY is 1."""
-    with localcontext(ARITHMETIC):
-        return amount.quantize(Decimal(1).scaleb(-minor_units(currency)),
-                               rounding=ROUND_HALF_UP)
+    return amount.quantize(_smallest_unit(currency), rounding=ROUND_HALF_UP, context=ARITHMETIC)
 
 
 def text(amount: Decimal, currency: str) -> str:

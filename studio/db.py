@@ -351,6 +351,11 @@ BUSINESS = """
     );
     CREATE INDEX sends_invoice ON sends(invoice_id, created_at);
     CREATE INDEX sends_waiting ON sends(next_attempt_at) WHERE status = 'queued';
+    -- Accounts take turns at the outbox as at the tasks (actor_turns), on a count of their own.
+    CREATE TABLE send_turns (
+        actor_id TEXT PRIMARY KEY REFERENCES actors(id),
+        turn INTEGER NOT NULL                -- larger: this actor's email was claimed later
+    );
     -- A share link's token is shown once; only its SHA-256 is kept.
     CREATE TABLE share_links (
         id TEXT PRIMARY KEY,

@@ -28,6 +28,11 @@ MAX_SUBJECT = 200
 MAX_MESSAGE = 10_000
 MAX_CC = 10
 BACKOFF_FIRST_S = 1.0
+DAY = 86400.0
+# A mail server that still answers "later" this long after the email was queued is not going
+# to take it: the send is failed with its last reply, and nothing tries it for ever.
+GIVE_UP_AFTER_DAYS = 3
+GIVE_UP_AFTER_S = GIVE_UP_AFTER_DAYS * DAY
 
 
 # --- what a person asks ----------------------------------------------------------------------
@@ -221,9 +226,13 @@ def any_due(db: sqlite3.Connection, now: float | None = None) -> bool:
 
 def claim(db: sqlite3.Connection, claim_token: str, claim_seconds: float,
           now: float | None = None) -> dict[str, Any] | None:
-    """Take the send waiting longest whose try is due, or one whose claim timed out (its
-    worker died mid-try): only the claim's holder may record how the try went. Right on row
-    locks alone: the row is locked and its state checked again as it is taken."""
+    """Take a send whose try is due, or one whose claim timed out (its worker died mid-try):
+    only the claim's holder may record how the try went.
+
+    Accounts take turns, as tasks' actors do (`worker.claim_task`): the account whose email
+    was claimed longest ago goes next, with its send waiting longest, so one account's
+    hundreds of reminders do not hold back another's one invoice. Right on row locks alone:
+    the send is locked (others pass over it) and its state checked again as it is taken."""
     now = clock(now)
     row = db.execute(
         f"""
@@ -231,13 +240,22 @@ def claim(db: sqlite3.Connection, claim_token: str, claim_seconds: float,
          WHERE id = (SELECT id FROM sends
                       WHERE status = 'queued' AND next_attempt_at <= :now
                         AND (claim IS NULL OR claim_expires_at <= :now)
-                      ORDER BY next_attempt_at LIMIT 1 {dialect_of(db).skip_locked_row})
+                      ORDER BY COALESCE((SELECT turn FROM send_turns
+                                          WHERE send_turns.actor_id = sends.owner_id), 0),
+                               next_attempt_at
+                      LIMIT 1 {dialect_of(db).skip_locked_row})
            AND status = 'queued' AND (claim IS NULL OR claim_expires_at <= :now)
         RETURNING id, owner_id, invoice_id, kind, recipient, cc, subject, message,
                   message_id, attempts, created_at
         """,
         {"claim": claim_token, "expires": now + claim_seconds, "now": now}).fetchone()
-    return None if row is None else dict(row)
+    if row is None:
+        return None
+    db.execute(
+        "INSERT INTO send_turns (actor_id, turn)"
+        " VALUES (?, (SELECT COALESCE(MAX(turn), 0) + 1 FROM send_turns))"
+        " ON CONFLICT (actor_id) DO UPDATE SET turn = excluded.turn", (row["owner_id"],))
+    return dict(row)
 
 
 def backoff(attempts: int, cap: float) -> float:
@@ -250,7 +268,7 @@ def record(db: sqlite3.Connection, send_id: str, claim_token: str, outcome: mail
     """How a try went, written only while this claim still holds the queued send; False when
     it no longer does (it timed out and another worker took the send over)."""
     now = clock(now)
-    reply = outcome.reply[:1000]
+    reply, status = outcome.reply[:1000], outcome.status
     held = "WHERE id = :id AND claim = :claim AND status = 'queued'"
     args = {"id": send_id, "claim": claim_token, "reply": reply, "now": now}
     if outcome.status == "sent":
@@ -260,12 +278,21 @@ def record(db: sqlite3.Connection, send_id: str, claim_token: str, outcome: mail
         sql = ("UPDATE sends SET status = 'failed', reply = :reply, claim = NULL,"
                f" claim_expires_at = NULL {held}")
     else:
-        sql = ("UPDATE sends SET next_attempt_at = :now + :wait, reply = :reply, claim = NULL,"
-               f" claim_expires_at = NULL {held}")
-        attempts = db.execute("SELECT attempts FROM sends WHERE id = ?", (send_id,)).fetchone()
-        args["wait"] = backoff(attempts["attempts"] if attempts else 1, retry_cap)
+        send = db.execute("SELECT attempts, created_at FROM sends WHERE id = ?",
+                          (send_id,)).fetchone()
+        if send is not None and now - send["created_at"] >= GIVE_UP_AFTER_S:
+            # Put off for days: failed, its last reply kept with why no try follows.
+            status = "failed"
+            args["reply"] = (f"{reply[:900]} (still not taken {GIVE_UP_AFTER_DAYS} days after"
+                             " it was queued, so no more tries)")
+            sql = ("UPDATE sends SET status = 'failed', reply = :reply, claim = NULL,"
+                   f" claim_expires_at = NULL {held}")
+        else:
+            sql = ("UPDATE sends SET next_attempt_at = :now + :wait, reply = :reply,"
+                   f" claim = NULL, claim_expires_at = NULL {held}")
+            args["wait"] = backoff(send["attempts"] if send else 1, retry_cap)
     if db.execute(sql, args).rowcount == 1:
-        after_commit(lambda: log.info("send %s: %s (%s)", send_id, outcome.status, reply))
+        after_commit(lambda: log.info("send %s: %s (%s)", send_id, status, args["reply"]))
         return True
     return False
 

@@ -444,6 +444,10 @@ CREATE TABLE sends (
 );
 CREATE INDEX sends_invoice ON sends(invoice_id, created_at);
 CREATE INDEX sends_waiting ON sends(next_attempt_at) WHERE status = 'queued';
+CREATE TABLE send_turns (
+    actor_id TEXT PRIMARY KEY REFERENCES actors(id),
+    turn BIGINT NOT NULL
+);
 CREATE TABLE share_links (
     id TEXT PRIMARY KEY,
     owner_id TEXT NOT NULL REFERENCES actors(id),

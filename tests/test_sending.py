@@ -464,6 +464,115 @@ async def test_racing_claimers_each_take_a_different_send(mailing: Running) -> N
     assert len(taken) == 6 and len(set(taken)) == 6
 
 
+async def test_one_accounts_many_emails_do_not_hold_back_anothers_one(
+        mailing: Running, inbox: Inbox) -> None:
+    """Accounts take turns at the worker, as tasks do: Ben's one email, queued after Ada's
+    thirty, goes among the first few, not last."""
+    delivery = mailing.studio.worker.delivery
+    assert delivery is not None
+    delivery.claim = _never  # type: ignore[method-assign]
+    await anyio.sleep(0.6)
+    ada, ben = await mailing.signed_in(), await mailing.signed_in(BEN)
+    invoice_id = mailing.invoice_ids()[0]
+    for n in range(30):
+        reply = await ada.post(f"/invoices/{invoice_id}/send", json=send_body(f"batch-{n}"))
+        assert reply.status_code == 202, reply.text
+    bens = await ben.post(f"/invoices/{mailing.invoice_ids(BEN)[0]}/send",
+                          json=send_body("one", to="ben.customer@quay.test"))
+    assert bens.status_code == 202, bens.text
+    bens_id = f"<send-{bens.json()['send_id']}@studio.test>"
+    # Both documents ready, so the emails arrive in the order they were claimed.
+    for client, owner in ((ada, ADA), (ben, BEN)):
+        warm = await client.get(f"/invoices/{mailing.invoice_ids(owner)[0]}.facturx.pdf")
+        assert warm.status_code == 200
+    claimed: list[str] = []
+
+    async def claim() -> Any:
+        send = await type(delivery).claim(delivery)
+        if send is not None:
+            claimed.append(send["id"])
+        return send
+
+    delivery.claim = claim  # type: ignore[method-assign]
+    delivery.wake.set()
+    await wait_for(lambda: bens_id in inbox.message_ids(), what="Ben's email")
+    assert claimed.index(bens.json()["send_id"]) == 1, claimed
+    arrived = inbox.message_ids()
+    assert arrived.index(bens_id) < 1 + outbox_slots(), arrived
+    await wait_for(lambda: len(inbox.messages) == 31, seconds=60, what="every email")
+    assert count(mailing, "SELECT COUNT(*) FROM sends WHERE status = 'sent'") == 31
+
+
+def outbox_slots() -> int:
+    from studio.worker import DELIVERY_SLOTS
+
+    return DELIVERY_SLOTS
+
+
+async def test_claims_take_turns_between_accounts_oldest_first_within_each(
+        mailing: Running) -> None:
+    db = mailing.studio.db
+    mailing.studio.worker.delivery.claim = _never  # type: ignore[method-assign]
+    await anyio.sleep(0.6)
+    ada, ben = await mailing.signed_in(), await mailing.signed_in(BEN)
+    adas = [(await ada.post(f"/invoices/{mailing.invoice_ids()[0]}/send",
+                            json=send_body(f"a-{n}"))).json()["send_id"] for n in range(4)]
+    bens = [(await ben.post(f"/invoices/{mailing.invoice_ids(BEN)[0]}/send",
+                            json=send_body(f"b-{n}"))).json()["send_id"] for n in range(2)]
+    later = time.time() + 5
+    taken = [(await db.write_on_row_locks(outbox.claim, f"c-{n}", 30.0, later))["id"]
+             for n in range(6)]
+    assert taken == [adas[0], bens[0], adas[1], bens[1], adas[2], adas[3]]
+    assert await db.write_on_row_locks(outbox.claim, "c-7", 30.0, later) is None
+
+
+async def test_an_email_put_off_for_days_is_given_up_with_the_servers_last_reply(
+        mailing: Running, inbox: Inbox) -> None:
+    inbox.refuse_rcpt = "451 4.3.0 Mailbox busy, try later"
+    client = await mailing.signed_in()
+    invoice_id = mailing.invoice_ids()[0]
+    delivery = mailing.studio.worker.delivery
+    delivery.claim = _never  # type: ignore[method-assign]
+    await anyio.sleep(0.6)
+    send_id = (await client.post(f"/invoices/{invoice_id}/send", json=send_body())
+               ).json()["send_id"]
+    # Queued just over the limit ago, as if the server had put it off all that while.
+    execute(mailing.settings.db_path, "UPDATE sends SET created_at = created_at - ?"
+            " WHERE id = ?", outbox.GIVE_UP_AFTER_S + 1, send_id)
+    del delivery.claim
+    await wait_for(lambda: send_row(mailing, send_id)["status"] != "queued", what="an end")
+    row = send_row(mailing, send_id)
+    assert row["status"] == "failed" and row["sent_at"] is None and row["claim"] is None
+    assert "451 4.3.0 Mailbox busy, try later" in row["reply"]
+    assert "3 days" in row["reply"] and inbox.messages == []
+    page = (await client.get(f"/invoices/{invoice_id}", headers=PAGE)).text
+    assert_plain("invoice, given up", page)
+    assert "Not delivered" in page and "Mailbox busy, try later" in page
+    await anyio.sleep(1.5)  # failed for good: never tried again
+    assert send_row(mailing, send_id)["attempts"] == row["attempts"]
+
+
+async def test_a_temporary_refusal_is_tried_again_until_the_limit_and_not_after(
+        mailing: Running) -> None:
+    db = mailing.studio.db
+    mailing.studio.worker.delivery.claim = _never  # type: ignore[method-assign]
+    await anyio.sleep(0.6)
+    client = await mailing.signed_in()
+    sends = [(await client.post(f"/invoices/{mailing.invoice_ids()[0]}/send",
+                                json=send_body(f"limit-{n}"))).json()["send_id"]
+             for n in range(2)]
+    later = mail.Outcome("retry", "421 4.7.0 Too busy")
+    inside = send_row(mailing, sends[0])["created_at"] + outbox.GIVE_UP_AFTER_S - 1
+    past = send_row(mailing, sends[1])["created_at"] + outbox.GIVE_UP_AFTER_S
+    for send_id, now in zip(sends, (inside, past), strict=True):
+        assert (await db.write_on_row_locks(outbox.claim, send_id, 30.0, now))["id"] == send_id
+        assert await db.write(outbox.record, send_id, send_id, later, 30.0, now) is True
+    kept, given_up = send_row(mailing, sends[0]), send_row(mailing, sends[1])
+    assert kept["status"] == "queued" and kept["next_attempt_at"] == pytest.approx(inside + 1)
+    assert given_up["status"] == "failed" and given_up["reply"].startswith("421 4.7.0 Too busy")
+    assert outbox.GIVE_UP_AFTER_S == 3 * 86400
+
+
 # --- settings --------------------------------------------------------------------------------
 
 

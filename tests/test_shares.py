@@ -351,3 +351,107 @@ async def test_the_invoice_page_makes_a_link_shown_once_and_stops_it(studio) -> 
         assert (await anyone.get(f"/i/{token}")).status_code == 404
     plain = await owner.post(f"/invoices/{invoice['id']}/share/revoke", headers=PAGE)
     assert plain.status_code == 303 and plain.headers["location"] == f"/invoices/{invoice['id']}"
+
+
+async def test_a_head_request_is_not_a_view(studio) -> None:
+    """Link checkers and previews ask HEAD; only a person's GET of the page or PDF counts."""
+    owner = await studio.signed_in()
+    invoice = await issued(owner)
+    _, token = await shared(owner, invoice["id"])
+    async with studio.client(Accept="text/html") as anyone:
+        for path in (f"/i/{token}", f"/i/{token}.pdf"):
+            checked = await anyone.head(path)
+            assert checked.status_code == 200, path
+            assert_shared_headers(checked)
+    [link] = links(studio.settings.db_path, invoice["id"])
+    assert link["views"] == 0 and link["first_viewed_at"] is None
+    page = await owner.get(f"/invoices/{invoice['id']}", headers=PAGE)
+    assert "Not yet" in page.text
+    async with studio.client() as anyone:
+        assert (await anyone.get(f"/i/{token}.pdf")).status_code == 200
+    [link] = links(studio.settings.db_path, invoice["id"])
+    assert link["views"] == 1 and link["first_viewed_at"] is not None
+
+
+async def test_the_share_card_and_the_emails_show_no_token_or_id_outside_technical_details(
+        settings) -> None:
+    from tests.test_words_pages import assert_plain, visible
+
+    mailing = settings.with_changes(smtp_url="smtp://127.0.0.1:9", mail_from="b@studio.test")
+    async with running(mailing) as studio:
+        owner = await studio.signed_in()
+        invoice = await issued(owner)
+        _, token = await shared(owner, invoice["id"])
+        sent = await owner.post(f"/invoices/{invoice['id']}/send", json={
+            "request_id": "words", "to": "accounts@acme.test"})
+        assert sent.status_code == 202, sent.text
+        made = await owner.post(f"/invoices/{invoice['id']}/share", headers=HTMX)
+        assert made.status_code == 201
+        pages = {
+            "invoice page": (await owner.get(f"/invoices/{invoice['id']}", headers=PAGE)).text,
+            "new link card": made.text,
+            "emails list": (await owner.get(f"/invoices/{invoice['id']}/sends",
+                                            headers=HTMX)).text,
+            "stopped card": (await owner.post(f"/invoices/{invoice['id']}/share/revoke",
+                                              headers=HTMX)).text,
+        }
+        db = studio.settings.db_path
+        secrets_ = {invoice["id"], token, hashlib.sha256(token.encode()).hexdigest()}
+        secrets_ |= {row[0] for row in rows(db, "SELECT id FROM share_links")}
+        secrets_ |= {row[0] for row in rows(db, "SELECT token_sha256 FROM share_links")}
+        for row in rows(db, "SELECT id, message_id, share_link_id FROM sends"):
+            secrets_ |= {row[0], row[1], row[1].strip("<>"), row[2]}
+        secrets_ |= {row[0] for row in rows(db, "SELECT id FROM actors")}
+    assert "words" in {r[0] for r in rows(db, "SELECT request_id FROM request_bindings")}
+    # The ids are there for whoever opens the disclosure, so the check below has teeth.
+    assert any(secret in pages["emails list"] for secret in secrets_)
+    for name, html in pages.items():
+        assert_plain(name, html)
+        shown = " ".join(visible(html).text)
+        leaked = sorted(secret for secret in secrets_ if secret in shown)
+        assert not leaked, f"{name} shows {leaked}"
+    # The one exception is the point of the card: a new link, shown once to be copied,
+    # in a read-only field; the email's own link lives only in the email.
+    new_url = re.search(r'value="(http://studio\.test/i/[A-Za-z0-9_-]{22})"', pages[
+        "new link card"])
+    assert new_url is not None and new_url.group(1).rsplit("/", 1)[1] != token
+    assert 'id="share-url"' not in pages["invoice page"]
+    assert "/i/" not in pages["invoice page"] and "/i/" not in pages["emails list"]
+
+
+async def test_the_shared_page_leads_nowhere_into_the_studio_whatever_the_invoice_holds(
+        studio) -> None:
+    """A seller with a logo, bank details (a payment code), notes and a footer: the page still
+    links only to its own PDF, and carries no id of the studio's."""
+    from PIL import Image
+
+    owner = await studio.signed_in()
+    logo = io.BytesIO()
+    Image.new("RGB", (40, 20), (200, 30, 30)).save(logo, "PNG")
+    saved = await owner.post("/settings", data={
+        "name": "Ada Works", "address": "1 Lane", "country": "DE", "email": "ada@works.test",
+        "iban": "DE89370400440532013000", "bic": "DEUTDEFF", "footer": "Thank you!"},
+        files={"logo": ("logo.png", logo.getvalue(), "image/png")})
+    assert saved.status_code in (200, 303), saved.text
+    made = await owner.post("/invoices", json={
+        "customer": "Acme Ltd", "currency": "EUR", "due_date": "2027-01-31",
+        "notes": "See /invoices for more", "line_items": [
+            {"description": "Widget", "quantity": "3", "unit_price": "19.99",
+             "tax_rate": "19"}]})
+    assert made.status_code == 201, made.text
+    invoice_id = made.json()["id"]
+    done = await owner.post(f"/invoices/{invoice_id}/issue", json={
+        "request_id": str(uuid.uuid4()), "revision": 1})
+    assert done.status_code == 201, done.text
+    _, token = await shared(owner, invoice_id)
+    async with studio.client(Accept="text/html") as anyone:
+        page = (await anyone.get(f"/i/{token}")).text
+    assert 'class="logo"' in page and 'id="payment-qr"' in page and "Thank you!" in page
+    targets = re.findall(r'\b(?:href|src|action|formaction|hx-[a-z]+|data-[a-z-]+)="([^"]*)"',
+                         page)
+    assert set(targets) - {t for t in targets if t.startswith("data:")} <= {
+        f"/i/{token}.pdf", "/static/studio.css"}, targets
+    assert "<form" not in page and "<script" not in page and "<base" not in page
+    owner_id = scalar(studio.settings.db_path, "SELECT owner_id FROM invoices WHERE id = ?",
+                      invoice_id)
+    assert invoice_id not in page and owner_id not in page

@@ -67,6 +67,12 @@ def _shared(response: Response) -> Response:
     return response
 
 
+async def _count_view(request: Request, link_id: str) -> None:
+    """A person's GET is a view; a HEAD (a link checker, a preview) shows nothing to anyone."""
+    if request.method == "GET":
+        await shares.record_view(studio_of(request).db, link_id)
+
+
 def _not_found(request: Request) -> Response:
     """One answer for every link that opens nothing: revoked, expired, malformed or made up."""
     return _shared(render(request, "shared_missing.html", {}, 404))
@@ -78,7 +84,7 @@ async def shared_invoice(request: Request) -> Response:
     opened = await shares.open_link(db, token)
     if opened is None:
         return _not_found(request)
-    await shares.record_view(db, opened.link_id)
+    await _count_view(request, opened.link_id)
     # The printable view itself (templates/document.html), with the link's own PDF.
     context = {**documents.page_of(documents.with_prices_shown(opened.invoice)), "token": token}
     return _shared(render(request, "shared_invoice.html", context))
@@ -90,7 +96,7 @@ async def shared_pdf(request: Request) -> Response:
     opened = await shares.open_link(db, token)
     if opened is None:
         return _not_found(request)
-    await shares.record_view(db, opened.link_id)
+    await _count_view(request, opened.link_id)
     invoice = opened.invoice
     kept = await documents.kept_pdf(db, opened.owner_id, invoice["id"])
     pdf = kept[1] if kept else await documents.issued_pdf(db, documents.with_prices_shown(invoice))

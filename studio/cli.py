@@ -319,9 +319,11 @@ def import_file(args: argparse.Namespace) -> None:
                            f"{args.file}.") from None
     except accounts.AccountError as error:
         raise CommandError(str(error)) from None
-    verb = "Would import" if args.dry_run else "Imported"
-    print(f"{verb} {outcome.made} new draft(s) for {email}; {outcome.already} were imported "
-          "before and stay as they are.")
+    if args.dry_run:  # a dry run makes no customers, so it has none to count
+        made = f"Would import {outcome.made} new draft(s)"
+    else:
+        made = f"Imported {outcome.made} new draft(s) and {outcome.customers} new customer(s)"
+    print(f"{made} for {email}; {outcome.already} were imported before and stay as they are.")
 
 
 SHOWN_PROBLEMS = 200

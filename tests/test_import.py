@@ -293,6 +293,25 @@ def test_an_import_names_the_customer_it_finds_or_makes_and_twice_makes_none(set
     assert scalar(db, "SELECT COUNT(*) FROM customers WHERE lower(name) = 'learned co'") == 1
 
 
+def test_an_import_says_how_many_customers_it_made(settings, tmp_path):
+    db = settings.db_path
+    owner = scalar(db, "SELECT id FROM actors WHERE email = ?", ADA)
+    execute(db, "INSERT INTO customers (id, owner_id, name, created_at, updated_at)"
+                " VALUES ('00000000-0000-4000-8000-00000000c0de', ?, 'known ltd', 0, 0)", owner)
+    source = tmp_path / "learning.csv"
+    source.write_text(LEARNING)
+    customers_before = scalar(db, "SELECT COUNT(*) FROM customers WHERE owner_id = ?", owner)
+    first = run_import(db, source)
+    assert first.returncode == 0, first.stderr
+    # Learned Co in two spellings is one customer; Known Ltd was there already.
+    assert "Imported 3 new draft(s) and 1 new customer(s)" in first.stdout
+    assert scalar(db, "SELECT COUNT(*) FROM customers WHERE owner_id = ?", owner) \
+        == customers_before + 1
+    again = run_import(db, source)
+    assert again.returncode == 0 and "Imported 0 new draft(s) and 0 new customer(s)" \
+        in again.stdout
+
+
 def test_json_drafts_learn_their_customers_too(settings, tmp_path):
     source = tmp_path / "drafts.json"
     source.write_text(json.dumps([{

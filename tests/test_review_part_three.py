@@ -284,3 +284,34 @@ async def test_a_create_replayed_after_the_customer_was_deleted_makes_no_second_
     again = await client.post("/customers", json=body)
     assert again.status_code != 201, again.text
     assert scalar(db, "SELECT COUNT(*) FROM customers WHERE name = 'Once Only Ltd'") == 0
+
+
+# --- a subject that cannot be a header ------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason="outbox._one_line refuses only \\r and \\n; a subject"
+                   " holding another line break (U+2028, \\x0b, \\x85) is queued with 202, then"
+                   " mail.build raises ValueError at every try and the worker records 'retry'"
+                   " for ever (studio/outbox.py _one_line, studio/worker.py deliver)")
+@pytest.mark.parametrize("subject", ["Invoice\u2028for March", "Invoice\x0bfor March"],
+                         ids=["line separator", "vertical tab"])
+async def test_a_subject_that_cannot_be_a_header_is_refused_or_the_email_still_leaves(
+        settings: Any, smtp: MailServer, inbox: Inbox, subject: str) -> None:
+    """One request is one email: a send accepted with 202 leaves, or ends failed with a
+    reason; a subject the email cannot carry is better refused, writing nothing."""
+    async with running(with_mail(settings, smtp)) as studio:
+        client = await signed_in(studio)
+        invoice_id = studio.invoice_ids()[0]
+        before = table_counts(settings.db_path)
+        reply = await client.post(f"/invoices/{invoice_id}/send", json={
+            "request_id": "subject", "to": "accounts@northwind.test", "subject": subject})
+        if 400 <= reply.status_code < 500:
+            assert table_counts(settings.db_path) == before
+            return
+        assert reply.status_code == 202, reply.text
+        send_id = reply.json()["send_id"]
+        await wait_for(lambda: scalar(settings.db_path, "SELECT status FROM sends WHERE id = ?",
+                                      send_id) != "queued", seconds=8.0, what="the send to end")
+        assert scalar(settings.db_path, "SELECT status FROM sends WHERE id = ?",
+                      send_id) == "sent"
+        assert len(inbox.messages) == 1

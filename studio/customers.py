@@ -16,7 +16,7 @@ from typing import Any
 
 from studio import bindings, identifiers, money, paging
 from studio.auth import Actor
-from studio.db import Database, clock
+from studio.db import Database, anywhere, clock, dialect_of
 from studio.errors import Refusal
 from studio.leases import timestamp
 
@@ -120,16 +120,9 @@ def _one(db: sqlite3.Connection, actor_id: str, customer_id: str) -> dict[str, A
     return found
 
 
-def _pattern(text: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
-# SQLite's lower() and LIKE fold ASCII letters only, PostgreSQL's lower() every letter: a name
-# is matched lowercased and as typed, so either finds what the person typed, in any case where
-# its letters are ASCII.
-MATCHING = (" AND (lower(name) LIKE :lowered ESCAPE '\\' OR name LIKE :typed ESCAPE '\\'"
-            " OR lower(email) LIKE :lowered ESCAPE '\\')")
+# In any case, in every script: the dialect's lower() lowers every letter on both databases.
+MATCHING = (" AND ({lower}(name) LIKE :text ESCAPE '\\'"
+            " OR {lower}(email) LIKE :text ESCAPE '\\')")
 AFTER = " AND (name, id) > (:name, :key)"
 
 
@@ -138,11 +131,11 @@ def _listed(db: sqlite3.Connection, actor_id: str, limit: int, after: list[Any] 
     """One page of the actor's customers by name, after the cursor's customer; with a query,
     those whose name or email holds it, in any case."""
     name, key = paging.key_of(after, str, str) if after else ("", "")
-    sql = ("SELECT * FROM customers WHERE owner_id = :owner" + (MATCHING if query else "")
+    matching = MATCHING.format(lower=dialect_of(db).lower) if query else ""
+    sql = ("SELECT * FROM customers WHERE owner_id = :owner" + matching
            + (AFTER if after else "") + " ORDER BY name, id LIMIT :limit")
-    found = db.execute(sql, {"owner": actor_id, "lowered": _pattern(query.lower()),
-                             "typed": _pattern(query), "name": name, "key": key,
-                             "limit": limit + 1}).fetchall()
+    found = db.execute(sql, {"owner": actor_id, "text": anywhere(query), "name": name,
+                             "key": key, "limit": limit + 1}).fetchall()
     following = None
     if len(found) > limit:
         last = found[limit - 1]

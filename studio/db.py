@@ -826,6 +826,20 @@ def _set_up(db: sqlite3.Connection) -> None:
     db.execute("PRAGMA synchronous = FULL")
     # The row a REPLACE deletes then meets the delete triggers, so it cannot be an issued one.
     db.execute("PRAGMA recursive_triggers = ON")
+    db.create_function("studio_lower", 1, _lower, deterministic=True)
+
+
+def _lower(value: str | None) -> str | None:
+    """SQLite's own lower() knows only ASCII; Python's lowers every script, as PostgreSQL's
+    does, so `émile` finds `Émile` on both."""
+    return None if value is None else value.lower()
+
+
+def anywhere(text: str) -> str:
+    """`text` anywhere, in any case, as a LIKE pattern (with `ESCAPE '\\'`) for text lowered
+    by the dialect's `lower`; its own `%` and `_` are plain characters."""
+    escaped = text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
 
 
 # --- the one seam between the two databases -------------------------------------------------
@@ -917,10 +931,12 @@ class Dialect:
     for_update: str = ""
     # The one row of a one-table claim (a send), locked; another claimer passes over it.
     skip_locked_row: str = ""
+    # The SQL function that lowers text of any script, for a match in any case.
+    lower: str = "lower"
 
 
 SQLITE = Dialect("sqlite", tasks_waiting="INDEXED BY tasks_waiting", join_in_order="CROSS JOIN",
-                 skip_locked="")
+                 skip_locked="", lower="studio_lower")
 POSTGRES = Dialect("postgresql", tasks_waiting="", join_in_order="JOIN",
                    skip_locked="FOR UPDATE OF tasks SKIP LOCKED", for_update="FOR UPDATE",
                    skip_locked_row="FOR UPDATE SKIP LOCKED")

@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 
 from studio import balances, invoices, money, paging
 from studio.auth import Actor
-from studio.db import Database, clock, dialect_of
+from studio.db import Database, anywhere, clock, dialect_of
 from studio.errors import Refusal
 from studio.leases import timestamp
 
@@ -88,28 +88,6 @@ def first_page_url(path: str, query: Mapping[str, str]) -> str:
     return f"{path}?{urlencode(kept)}" if kept else path
 
 
-# --- per dialect: matching text whatever its case ----------------------------------------------
-
-
-def _lowered(db: Any) -> str:
-    """The function that lowers text for a case-insensitive match. SQLite's own lower() knows
-    only ASCII, so it is given Python's, which lowers every script as PostgreSQL's does."""
-    if dialect_of(db).name == "sqlite":
-        db.create_function("studio_lower", 1, _lower, deterministic=True)
-        return "studio_lower"
-    return "lower"
-
-
-def _lower(value: str | None) -> str | None:
-    return None if value is None else value.lower()
-
-
-def _pattern(text: str) -> str:
-    """`text` anywhere, as a LIKE pattern whose own `%` and `_` are plain characters."""
-    escaped = text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
 # --- the filtered list -----------------------------------------------------------------------
 
 
@@ -120,10 +98,10 @@ def _conditions(db: Any, filters: Filters, asked: dict[str, Any]) -> list[str]:
         found.append("i.customer_id = :customer_id")
         asked["customer_id"] = filters.customer_id
     if filters.text:
-        lower = _lowered(db)
+        lower = dialect_of(db).lower
         found.append(f"({lower}(i.customer) LIKE :text ESCAPE '\\'"
                      f" OR {lower}(COALESCE(i.number, '')) LIKE :text ESCAPE '\\')")
-        asked["text"] = _pattern(filters.text)
+        asked["text"] = anywhere(filters.text)
     # An invoice issued before issue dates were kept is judged by the day it was issued.
     if filters.since:
         found.append("(i.issue_date >= :since OR (i.issue_date IS NULL"

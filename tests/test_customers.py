@@ -318,6 +318,31 @@ async def test_search_finds_names_and_emails_in_any_case_and_takes_wildcards_lit
     assert (await client.get("/customers", params={"q": "x" * 201})).status_code == 422
 
 
+async def test_search_finds_letters_of_every_script_in_any_case_as_the_invoice_list_does(
+        studio) -> None:
+    path = studio.settings.db_path
+    insert_customers(path, ["Émile Zola", "Ölmühle Nord", "Ελληνικά Δίκτυα", "Emile Plain"])
+    client = await studio.signed_in()
+    before = table_counts(path)
+
+    async def found(q: str) -> list[str]:
+        reply = await client.get("/customers", params={"q": q})
+        assert reply.status_code == 200, reply.text
+        return sorted(item["name"] for item in reply.json())
+
+    assert await found("émile") == ["Émile Zola"]
+    assert await found("ÉMILE ZOLA") == ["Émile Zola"]
+    assert await found("ölMÜHLE") == ["Ölmühle Nord"]
+    assert await found("ΕΛΛΗΝΙΚΆ") == ["Ελληνικά Δίκτυα"]
+    assert await found("emile") == ["Emile Plain"]  # letters are lowered, not stripped of accents
+    # The invoice list's text filter matches by the same rule.
+    draft = await client.post("/invoices", json={**DRAFT, "customer": "Émile Zola"})
+    assert draft.status_code == 201, draft.text
+    listed = (await client.get("/invoices", params={"q": "émile"})).json()
+    assert [item["customer"] for item in listed] == ["Émile Zola"]
+    assert table_counts(path) == {**before, "invoices": before["invoices"] + 1}
+
+
 async def test_the_customers_page_lists_searches_and_pages(studio) -> None:
     path = studio.settings.db_path
     insert_customers(path, [f"Shown {n:02d}" for n in range(55)])

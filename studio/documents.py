@@ -404,3 +404,9 @@ async def issued_pdf(db: Database, invoice: dict[str, Any]) -> bytes:
         rendering.add_done_callback(lambda _: _rendering.pop(waiting_for, None))
     # A download that goes away does not cancel the render the others wait for.
     return await asyncio.shield(rendering)
+
+
+async def document_pdf(db: Database, invoice: dict[str, Any]) -> bytes:
+    """The issued invoice's own PDF, the one every download of it gives: its prices shown as
+    its page shows them, kept, or rendered once and kept."""
+    return await issued_pdf(db, with_prices_shown(invoice))

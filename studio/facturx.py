@@ -14,6 +14,7 @@ what it has: the buyer's name alone, and the seller's name, address and VAT ID.
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 import time
 from decimal import Decimal
@@ -51,12 +52,17 @@ def layout() -> str:
 # --- the XML ---------------------------------------------------------------------------------
 
 
+# What XML 1.0 cannot hold. Text is checked as it is typed, but an invoice issued before that
+# check never changes: its e-invoice leaves such characters out rather than never being built.
+NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
 def _el(parent: etree._Element, tag: str, text: str | None = None, **attributes: str
         ) -> etree._Element:
     prefix, name = tag.split(":")
     element = etree.SubElement(parent, f"{{{NAMESPACES[prefix]}}}{name}", attributes)
     if text is not None:
-        element.text = text
+        element.text = NOT_XML.sub("", text)
     return element
 
 
@@ -275,25 +281,19 @@ async def issued_document(db: Database, owner_id: str, invoice_id: str) -> dict[
     return invoice
 
 
-async def document_pdf(db: Database, owner_id: str, invoice: dict[str, Any]) -> bytes:
-    """The document's own PDF, the one its download gives: kept, or rendered once and kept."""
-    kept = await documents.kept_pdf(db, owner_id, invoice["id"])
-    return kept[1] if kept else await documents.issued_pdf(db, documents.with_prices_shown(invoice))
-
-
 async def facturx_pdf(db: Database, owner_id: str, invoice_id: str) -> bytes:
     """The owner's issued invoice as a Factur-X PDF (a PDF/A-3 of its document with its CII
     XML inside)."""
-    return await pdf_of(db, owner_id, await issued_document(db, owner_id, invoice_id))
+    return await pdf_of(db, await issued_document(db, owner_id, invoice_id))
 
 
-async def pdf_of(db: Database, owner_id: str, invoice: dict[str, Any]) -> bytes:
-    """The Factur-X PDF of the owner's issued invoice: kept, or built once and kept. The
+async def pdf_of(db: Database, invoice: dict[str, Any]) -> bytes:
+    """The Factur-X PDF of an issued invoice: kept, or built once and kept. The
     embedding runs on a thread, off the event loop."""
     key = (invoice["id"], invoice["frozen_sha256"])
     kept = await db.read(_kept, *key)
     if kept is not None:
         return kept
-    pdf = await document_pdf(db, owner_id, invoice)
+    pdf = await documents.document_pdf(db, invoice)
     made = await asyncio.to_thread(embed, pdf, xml_of(invoice), invoice)
     return await db.write(_keep, *key, made)

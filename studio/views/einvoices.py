@@ -21,7 +21,7 @@ async def facturx_pdf(request: Request) -> Response:
     actor = await current_actor(request)
     db = studio_of(request).db
     invoice = await facturx.issued_document(db, actor.id, invoice_id)
-    pdf = await facturx.pdf_of(db, actor.id, invoice)
+    pdf = await facturx.pdf_of(db, invoice)
     name = _file_name(invoice["number"], ".facturx.pdf")
     return Response(pdf, media_type="application/pdf", headers={
         "Content-Disposition": f'attachment; filename="{name}"', **PRIVATE})

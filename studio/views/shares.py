@@ -98,8 +98,7 @@ async def shared_pdf(request: Request) -> Response:
         return _not_found(request)
     await _count_view(request, opened.link_id)
     invoice = opened.invoice
-    kept = await documents.kept_pdf(db, opened.owner_id, invoice["id"])
-    pdf = kept[1] if kept else await documents.issued_pdf(db, documents.with_prices_shown(invoice))
+    pdf = await documents.document_pdf(db, invoice)
     name = re.sub(r"[^A-Za-z0-9._-]", "_", invoice["number"]) + ".pdf"
     return _shared(Response(pdf, media_type="application/pdf",
                             headers={"Content-Disposition": f'inline; filename="{name}"'}))

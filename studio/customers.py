@@ -186,8 +186,9 @@ def edit(db: sqlite3.Connection, actor_id: str, customer_id: str, revision: int,
 
 
 def delete(db: sqlite3.Connection, actor_id: str, customer_id: str) -> None:
-    """A customer goes only while no invoice (draft or issued) names it; the id that made it
-    goes with it, so nothing names a customer that is not there."""
+    """A customer goes only while no invoice (draft or issued) names it. The id of the request
+    that made it stays bound, as a deleted draft's does: that request sent again (a lost
+    reply, Back and Save) answers that the customer is gone, and makes no second one."""
     owned(db, actor_id, customer_id)
     named = db.execute("SELECT number FROM invoices WHERE customer_id = ?"
                        " AND status != 'deleted' ORDER BY number IS NULL, number LIMIT 1",
@@ -201,8 +202,6 @@ def delete(db: sqlite3.Connection, actor_id: str, customer_id: str) -> None:
     # A deleted draft's row stays for the requests that named it; it no longer names anyone.
     db.execute("UPDATE invoices SET customer_id = NULL WHERE customer_id = ?"
                " AND status = 'deleted'", (customer_id,))
-    db.execute("DELETE FROM request_bindings WHERE actor_id = ? AND kind = 'customer'"
-               " AND target_id = ?", (actor_id, customer_id))
     db.execute("DELETE FROM customers WHERE id = ? AND owner_id = ?", (customer_id, actor_id))
 
 

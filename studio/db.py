@@ -306,6 +306,13 @@ BUSINESS = """
     BEGIN
         SELECT RAISE(ABORT, 'payment_kept: a payment is voided, never deleted');
     END;
+    -- INSERT OR REPLACE on a connection without recursive_triggers deletes silently: refused
+    -- before anything is deleted, as FROZEN_PLACES does for issued invoices.
+    CREATE TRIGGER payment_keeps_its_place BEFORE INSERT ON payments
+        WHEN EXISTS (SELECT 1 FROM payments WHERE id = NEW.id)
+    BEGIN
+        SELECT RAISE(ABORT, 'payment_kept: a payment is voided, never changed');
+    END;
     CREATE TRIGGER payment_never_changes
         BEFORE UPDATE OF id, owner_id, invoice_id, amount, currency, paid_on, method, reference,
             created_at ON payments

@@ -61,6 +61,9 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "client_key_conflict": (
         409, "That upload key already belongs to a different file. Choose the file again."),
     "invalid_body": (422, "What was sent could not be read; reload the page and try again."),
+    "invalid_text": (
+        422, "That text holds an invisible control character, which is not text; remove it and"
+             " try again."),
     "invalid_request_id": (
         422, "This form's one-time key must be 1 to 100 characters. Reload the page to start"
              " again."),
@@ -143,3 +146,7 @@ def storage_full(error: BaseException) -> bool:
         return getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL \
             or "database or disk is full" in str(error)
     return isinstance(error, OSError) and error.errno in NO_ROOM
+
+
+# Refused wherever text arrives: PostgreSQL cannot store it, and no person types it.
+NUL_TEXT = "Text may not hold the NUL character (code 0); remove it and send again."

@@ -70,8 +70,12 @@ def key_of(key: list[Any], *kinds: type) -> list[Any]:
     checked = []
     for value, kind in zip(key, kinds, strict=True):
         if kind is float and type(value) is int:
-            value = float(value)
-        if type(value) is not kind or (kind is float and not math.isfinite(value)):
+            try:
+                value = float(value)
+            except OverflowError:  # a whole number past any float: not one this studio made
+                raise Refusal("invalid_cursor") from None
+        if type(value) is not kind or (kind is float and not math.isfinite(value)) \
+                or (kind is str and "\x00" in value):
             raise Refusal("invalid_cursor")
         checked.append(value)
     return checked

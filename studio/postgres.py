@@ -33,6 +33,7 @@ import psycopg_pool
 from psycopg.pq import TransactionStatus
 
 from studio.db import DatabaseUnavailable, SchemaTooNew, in_snapshot, in_transaction
+from studio.errors import NUL_TEXT, Refusal
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -186,6 +187,11 @@ class Connection:
 
 def _values(params: Sequence[Any] | dict[str, Any]) -> Sequence[Any] | dict[str, Any]:
     # psycopg takes bytes as bytea; sqlite3 memoryviews read back from a BLOB likewise.
+    values = params.values() if isinstance(params, dict) else params
+    # PostgreSQL text cannot hold NUL, where SQLite's can: whatever brought it here (a search,
+    # a query parameter) is refused as input, not failed as a server error.
+    if any(isinstance(value, str) and "\x00" in value for value in values):
+        raise Refusal("invalid_body", NUL_TEXT)
     if isinstance(params, dict):
         return params
     return tuple(params)

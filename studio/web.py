@@ -221,13 +221,32 @@ def parse_body(request: Request, raw: bytes) -> dict[str, Any]:
         except UnicodeEncodeError:  # a lone surrogate escape cannot be stored as text
             raise Refusal("invalid_body", "The body holds text that is not valid Unicode.") \
                 from None
+        _refuse_nul(body)
         return body
     if content_type in ("", "application/x-www-form-urlencoded"):
         fields = parse_qs(text, keep_blank_values=True)
+        _refuse_nul(fields)
         return {
             key: values if key in REPEATED_FIELDS else values[-1] for key, values in fields.items()
         }
     raise Refusal("invalid_body", "Send JSON or a url-encoded form.")
+
+
+def _refuse_nul(value: object, field: str = "") -> None:
+    """No text the studio keeps may hold NUL: PostgreSQL cannot store it, and no person types
+    it. Keys and values, however deep; the refusal names the field it is in."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            named = f"The {field.replace('_', ' ')} holds" if field else "This holds"
+            raise Refusal("invalid_body", f"{named} the NUL character (code 0), which text may"
+                                          " not hold; remove it and send again.")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _refuse_nul(key, field)
+            _refuse_nul(item, field or str(key))
+    elif isinstance(value, list):
+        for item in value:
+            _refuse_nul(item, field)
 
 
 def _no_constant(name: str) -> object:

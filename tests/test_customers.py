@@ -196,18 +196,19 @@ async def test_a_customer_an_invoice_names_cannot_be_deleted(studio) -> None:
     assert refused.status_code == 409 and refused.json()["detail"] == "customer_in_use"
     assert table_counts(path) == before and stored(path, made["id"]) is not None
     assert (await client.get(f"/customers/{made['id']}")).json()["invoices"] == 1
-    # A deleted draft names no one: the customer can go then, its request id with it.
+    # A deleted draft names no one: the customer can go then; its request id stays bound.
     assert (await client.delete(f"/invoices/{draft['id']}")).status_code == 200
     gone = await client.delete(f"/customers/{made['id']}")
     assert gone.status_code == 200, gone.text
     assert stored(path, made["id"]) is None
     assert scalar(path, "SELECT COUNT(*) FROM request_bindings WHERE kind = 'customer'"
-                        " AND target_id = ?", made["id"]) == 0
+                        " AND target_id = ?", made["id"]) == 1
     assert scalar(path, "SELECT customer_id FROM invoices WHERE id = ?", draft["id"]) is None
     assert (await client.get(f"/customers/{made['id']}")).status_code == 404
-    # The same request id now makes a new customer, as nothing remembers the old one.
+    # The same request again answers that its customer is gone, and makes none.
     remade = await client.post("/customers", json={**ACME, "request_id": "del-1"})
-    assert remade.status_code == 201 and remade.json()["id"] != made["id"]
+    assert remade.status_code == 404 and remade.json()["detail"] == "customer_not_found"
+    assert scalar(path, "SELECT COUNT(*) FROM customers WHERE name = ?", ACME["name"]) == 0
 
 
 async def test_an_issued_invoice_keeps_its_customer_for_good(studio) -> None:

@@ -67,10 +67,14 @@ def _shared(response: Response) -> Response:
     return response
 
 
-async def _count_view(request: Request, link_id: str) -> None:
-    """A person's GET is a view; a HEAD (a link checker, a preview) shows nothing to anyone."""
-    if request.method == "GET":
-        await shares.record_view(studio_of(request).db, link_id)
+async def _opened(request: Request) -> shares.Opened | None:
+    """The invoice the path's link opens, its view counted; None when it opens nothing. A
+    person's GET is a view; a HEAD (a link checker, a preview) shows nothing to anyone."""
+    db = studio_of(request).db
+    opened = await shares.open_link(db, request.path_params["token"])
+    if opened is not None and request.method == "GET":
+        await shares.record_view(db, opened.link_id)
+    return opened
 
 
 def _not_found(request: Request) -> Response:
@@ -79,26 +83,21 @@ def _not_found(request: Request) -> Response:
 
 
 async def shared_invoice(request: Request) -> Response:
-    token = request.path_params["token"]
-    db = studio_of(request).db
-    opened = await shares.open_link(db, token)
+    opened = await _opened(request)
     if opened is None:
         return _not_found(request)
-    await _count_view(request, opened.link_id)
+    token = request.path_params["token"]
     # The printable view itself (templates/document.html), with the link's own PDF.
     context = {**documents.page_of(documents.with_prices_shown(opened.invoice)), "token": token}
     return _shared(render(request, "shared_invoice.html", context))
 
 
 async def shared_pdf(request: Request) -> Response:
-    token = request.path_params["token"]
-    db = studio_of(request).db
-    opened = await shares.open_link(db, token)
+    opened = await _opened(request)
     if opened is None:
         return _not_found(request)
-    await _count_view(request, opened.link_id)
     invoice = opened.invoice
-    pdf = await documents.document_pdf(db, invoice)
+    pdf = await documents.document_pdf(studio_of(request).db, invoice)
     name = re.sub(r"[^A-Za-z0-9._-]", "_", invoice["number"]) + ".pdf"
     return _shared(Response(pdf, media_type="application/pdf",
                             headers={"Content-Disposition": f'inline; filename="{name}"'}))

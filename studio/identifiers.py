@@ -20,6 +20,10 @@ MAX_VAT_ID = 50
 EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 # A VAT ID's prefix is its member state's code, except Greece's (EL); XI is Northern Ireland.
 EU_PREFIXES = {"EL" if code == "gr" else code.upper() for code in eu_vat.MEMBER_STATES}
+# What no text a person types holds: control characters other than the line break and the tab
+# (NUL among them, which PostgreSQL cannot store), and what XML cannot carry (lone surrogates,
+# U+FFFE, U+FFFF). Stored, any of them would keep the e-invoice and the email from being built.
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
 def text(value: object, what: str, limit: int, least: int = 0) -> str:
@@ -32,13 +36,24 @@ def text(value: object, what: str, limit: int, least: int = 0) -> str:
     return found
 
 
+def plain(value: str, what: str) -> str:
+    """Text a person typed, each line break as one \\n (a form sends \\r\\n); refused, naming
+    `what`, when it holds a character that is not text."""
+    found = value.replace("\r\n", "\n")
+    control = CONTROL.search(found)
+    if control:
+        raise Refusal("invalid_text", f"The {what} holds an invisible control character"
+                                      f" (U+{ord(control.group()):04X}), which is not text;"
+                                      " remove it and try again.")
+    return found
+
+
 def _text(value: object, what: str) -> str:
     if value is None:
         return ""
-    # A NUL is no character of any text a person types, and PostgreSQL cannot store one.
-    if not isinstance(value, str) or "\x00" in value:
+    if not isinstance(value, str):
         raise Refusal("invalid_body", f"The {what} must be text.")
-    return value.strip()
+    return plain(value, what).strip()
 
 
 def email(value: object, what: str = "email") -> str:

@@ -19,7 +19,17 @@ import uuid
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from studio import balances, bindings, customers, logs, metrics, money, paging, profiles
+from studio import (
+    balances,
+    bindings,
+    customers,
+    identifiers,
+    logs,
+    metrics,
+    money,
+    paging,
+    profiles,
+)
 from studio.auth import Actor
 from studio.db import Database, after_commit, clock, continue_legacy_series
 from studio.errors import Refusal
@@ -50,7 +60,7 @@ LISTED = ("id", "number", "status", "kind", "customer", "currency", "net", "tax"
 def _customer(value: object) -> str:
     if not isinstance(value, str) or not 1 <= len(value.strip()) <= MAX_CUSTOMER:
         raise Refusal("invalid_body", f"The customer must be 1 to {MAX_CUSTOMER} characters.")
-    return value.strip()
+    return identifiers.plain(value, "customer name").strip()
 
 
 def _date(value: object, what: str) -> str:
@@ -80,7 +90,7 @@ def _notes(value: object) -> str:
     if not isinstance(value, str) or len(value.strip()) > MAX_NOTES:
         raise Refusal("invalid_body", f"The notes must be text of at most {MAX_NOTES:,}"
                                       " characters.")
-    return value.replace("\r\n", "\n").strip()  # a form sends each line break as two
+    return identifiers.plain(value, "notes").strip()
 
 
 def _customer_id(value: object) -> str | None:

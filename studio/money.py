@@ -22,6 +22,7 @@ from babel.numbers import (
 )
 
 from studio.errors import Refusal
+from studio.identifiers import plain
 
 MAX_LINES = 200
 # Room for 200 lines of the largest amounts at 100 % tax, so no sum ever loses a digit.
@@ -160,9 +161,9 @@ def parse_line(raw: object, line: int) -> Line:
                                           "percent.")
         # No discount is one thing, however it is written: a zero is left out.
         discount_percent = _percent(discount_percent) if discount_percent else None
-    return Line(description.strip(), quantity.normalize() if quantity % 1 else
-                quantity.quantize(Decimal(1)), unit_price, _percent(tax_rate),
-                discount_percent)
+    return Line(plain(description, f"description of line {line}").strip(),
+                quantity.normalize() if quantity % 1 else quantity.quantize(Decimal(1)),
+                unit_price, _percent(tax_rate), discount_percent)
 
 
 def stored_line(raw: object) -> Line | None:

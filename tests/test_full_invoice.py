@@ -392,3 +392,80 @@ def test_a_field_left_unset_leaves_the_frozen_hash_as_it_was() -> None:
                         ("issue_date", "2027-01-01"), ("supply_date", "2026-12-01"),
                         ("notes", "n")):
         assert invoices.frozen_sha256(None, {**unset, name: value}, attachments=[]) != old, name
+
+
+# --- text that cannot be sent ----------------------------------------------------------------
+
+
+CONTROL_TEXT = [
+    ("draft's customer name", "/invoices", {**full_body(customer="Acme\x01GmbH")},
+     "customer name"),
+    ("draft's notes", "/invoices", full_body(notes="Thanks\x0bagain"), "notes"),
+    ("line description", "/invoices",
+     full_body(line_items=[line("Frame\x02work", "1", "5", "19")]), "description of line 1"),
+    ("customer's name", "/customers", {"name": "Acme\x1bGmbH"}, "name"),
+    ("customer's address", "/customers", {"name": "Acme", "address": "Street 1\x0c"},
+     "address"),
+    ("seller's footer", "/settings", {"name": "Ada Works", "footer": "Bank\x7f"}, "footer"),
+    ("seller's payment terms", "/settings", {"name": "Ada Works",
+                                              "payment_terms": "30 days\x85"}, "payment terms"),
+]
+
+
+@pytest.mark.parametrize(("where", "path", "body", "field"), CONTROL_TEXT,
+                         ids=[case[0] for case in CONTROL_TEXT])
+async def test_a_control_character_in_any_text_is_refused_naming_the_field(
+        studio, where: str, path: str, body: dict[str, Any], field: str) -> None:
+    """Such a character would keep the e-invoice and the email from ever being built, and an
+    issued invoice never changes: it is refused as it is typed, changing nothing."""
+    db_path = studio.settings.db_path
+    client = await studio.signed_in()
+    before = database_digest(db_path)
+    reply = await client.post(path, json=body)
+    assert reply.status_code == 422, reply.text
+    assert reply.json()["detail"] == "invalid_text"
+    assert reply.json()["message"].startswith(f"The {field} holds an invisible control")
+    assert database_digest(db_path) == before
+
+
+async def test_line_breaks_and_tabs_are_text_and_a_forms_line_breaks_are_kept_as_one(
+        studio) -> None:
+    db_path = studio.settings.db_path
+    client = await studio.signed_in()
+    made = await client.post("/invoices", json=full_body(
+        notes="Phase 2:\r\n\tframing\r\nThanks", line_items=[line("A\tB", "1", "5", "19")]))
+    assert made.status_code == 201, made.text
+    assert scalar(db_path, "SELECT notes FROM invoices WHERE id = ?", made.json()["id"]) \
+        == "Phase 2:\n\tframing\nThanks"
+    customer = await client.post("/customers", json={"name": "Acme",
+                                                     "address": "Street 1\r\n10115 Berlin"})
+    assert customer.status_code == 201, customer.text
+    assert scalar(db_path, "SELECT address FROM customers WHERE id = ?",
+                  customer.json()["id"]) == "Street 1\n10115 Berlin"
+    saved = await client.post("/settings", json={"name": "Ada Works",
+                                                 "footer": "Bank:\r\nIBAN below"})
+    assert saved.status_code == 200, saved.text
+    assert scalar(db_path, "SELECT footer FROM profiles WHERE actor_id = ?",
+                  actor_id(db_path)) == "Bank:\nIBAN below"
+
+
+async def test_an_invoice_issued_holding_a_control_character_still_has_its_e_invoice(
+        studio) -> None:
+    """Issued before the check, such an invoice never changes: its Factur-X XML leaves out
+    what XML cannot hold, and the PDF that carries it is built."""
+    from lxml import etree
+    db_path = studio.settings.db_path
+    client = await studio.signed_in()
+    draft = (await client.post("/invoices", json=full_body())).json()
+    execute(db_path, "UPDATE invoices SET customer = 'Acme\x01GmbH', notes = 'Thanks\x0bagain'"
+                     " WHERE id = ?", draft["id"])
+    assert (await issue(client, draft)).status_code == 201
+    xml = await client.get(f"/invoices/{draft['id']}.xml")
+    assert xml.status_code == 200, xml.text
+    names = etree.fromstring(xml.content).xpath(
+        "//*[local-name()='BuyerTradeParty']/*[local-name()='Name']/text()")
+    assert names == ["AcmeGmbH"]
+    assert b"Thanksagain" in xml.content
+    pdf = await client.get(f"/invoices/{draft['id']}.facturx.pdf")
+    assert pdf.status_code == 200 and pdf.content.startswith(b"%PDF")
+

@@ -62,7 +62,9 @@ def mail_server(url: str) -> MailServer:
 
 
 def is_address(value: str) -> bool:
-    return len(value) <= MAX_ADDRESS and ADDRESS.fullmatch(value) is not None
+    """An address a mail server can be told about: plain ASCII (SMTPUTF8 is not spoken)."""
+    return len(value) <= MAX_ADDRESS and value.isascii() \
+        and ADDRESS.fullmatch(value) is not None
 
 
 def sender_address(mail_from: str) -> str:
@@ -136,6 +138,11 @@ def deliver(server: MailServer, message: EmailMessage, timeout: float = SMTP_TIM
                 client.close()
     except smtplib.SMTPResponseException as error:
         return judged(error.smtp_code, error.smtp_error)
+    except (UnicodeError, ValueError) as error:
+        # An address or header the mail server cannot be given: no later try would differ.
+        return Outcome("failed", "Not sent: this email holds an address or words that email"
+                                 " cannot carry (only plain ASCII addresses can be sent to)"
+                                 f" ({type(error).__name__}: {error})")
     except (smtplib.SMTPException, OSError) as error:
         # Refused, reset, timed out, a name that does not resolve yet: the server may be back.
         return Outcome("retry", f"{type(error).__name__}: {error}".strip())

@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import unicodedata
 import uuid
 from typing import Any
 
 from studio import bindings, mail, shares
 from studio.db import after_commit, clock, dialect_of
-from studio.errors import Refusal
+from studio.errors import REFUSALS, Refusal
 from studio.invoices import owned
 from studio.leases import timestamp
 
@@ -39,10 +40,12 @@ GIVE_UP_AFTER_S = GIVE_UP_AFTER_DAYS * DAY
 
 
 def _one_line(value: object, refusal: str, most: int) -> str | None:
-    """A header's text: one line (a line break would start a header of its own)."""
+    """A header's text: one line, no control character (a line break of any kind would
+    start a header of its own, or keep the email from being built at all)."""
     if value is None or value == "":
         return None
-    if not isinstance(value, str) or "\r" in value or "\n" in value or len(value) > most:
+    if not isinstance(value, str) or len(value) > most \
+            or any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in value):
         raise Refusal(refusal)
     return value.strip() or None
 
@@ -50,8 +53,15 @@ def _one_line(value: object, refusal: str, most: int) -> str | None:
 def _address(value: object) -> str | None:
     address = _one_line(value, "invalid_recipient", mail.MAX_ADDRESS)
     if address is not None and not mail.is_address(address):
-        raise Refusal("invalid_recipient")
+        raise Refusal("invalid_recipient", _not_an_address(address))
     return address
+
+
+def _not_an_address(address: str) -> str:
+    if not address.isascii():
+        return (f"{address[:100]} cannot be sent to: only plain ASCII addresses can be, like"
+                " name@example.com, without accents or other letters. Ask for another address.")
+    return REFUSALS["invalid_recipient"][1]
 
 
 def _copies(value: object) -> list[str]:
@@ -151,8 +161,10 @@ def queue(db: sqlite3.Connection, actor_id: str, invoice_id: str, binding: str,
         facts = _invoice_facts(db, invoice)
         _refuse_unless_sendable(invoice, facts, kind)
         recipient = asked["to"] or facts["email"]
-        if not recipient or not mail.is_address(recipient):
+        if not recipient:
             raise Refusal("recipient_missing")
+        if not mail.is_address(recipient):
+            raise Refusal("invalid_recipient", _not_an_address(recipient))
         subject, message = default_words(facts, kind)
         message = asked["message"] or message
         link_id, token = shares.mint(db, actor_id, invoice_id, now, share_days)

@@ -401,7 +401,12 @@ class Delivery:
             if isinstance(error, asyncio.CancelledError) and current and current.cancelling():
                 raise
             log.exception("the email of send %s could not be built", send["id"])
-            outcome = mail.Outcome("retry", f"the email could not be built: {error}")
+            # A database away for now is tried again; anything else would fail at every try,
+            # so the send ends failed, saying why, instead of waiting for ever.
+            outcome = mail.Outcome(
+                "retry" if isinstance(error, DatabaseUnavailable) else "failed",
+                "Not sent: the email with the invoice attached could not be made, so nothing"
+                f" left the studio ({type(error).__name__}: {error})".strip())
         else:
             outcome = await asyncio.to_thread(mail.deliver, self.server, message)
         for attempt in range(RECORD_TRIES):

@@ -274,6 +274,12 @@ async def test_someone_elses_invoice_is_as_absent_as_a_made_up_one(mailing: Runn
     ({"to": "not an address"}, "invalid_recipient"),
     ({"to": "two@a.test, three@b.test"}, "invalid_recipient"),
     ({"cc": [f"c{n}@b.test" for n in range(11)]}, "invalid_recipient"),
+    ({"subject": "Invoice\u2028Bcc: everyone@evil.test"}, "invalid_subject"),
+    ({"subject": "Invoice\x0bfor March"}, "invalid_subject"),
+    ({"subject": "Invoice\x85for March"}, "invalid_subject"),
+    ({"subject": "Invoice\x01for March"}, "invalid_subject"),
+    ({"to": "jürgen@exämple.de"}, "invalid_recipient"),
+    ({"cc": ["fine@b.test", "jürgen@example.de"]}, "invalid_recipient"),
     ({"subject": "x" * 201}, "invalid_subject"),
     ({"message": "x" * 10_001}, "invalid_message"),
     ({"message": 12}, "invalid_message"),
@@ -315,6 +321,62 @@ async def test_the_recipient_defaults_to_the_customers_email(mailing: Running) -
     assert row["subject"].startswith("Invoice INV-")
     page = (await client.get(f"/invoices/{invoice_id}", headers=PAGE)).text
     assert 'value="books@heron.test"' in page
+
+
+async def test_an_address_only_plain_ascii_could_carry_is_refused_saying_so(
+        mailing: Running) -> None:
+    """Mail servers are told addresses in ASCII: one with other letters would never leave,
+    so the person is told at once, whether typed or the customer's own on file."""
+    client = await mailing.signed_in()
+    typed = await client.post(f"/invoices/{mailing.invoice_ids()[0]}/send",
+                              json=send_body(to="jürgen@exämple.de"))
+    invoice_id = await _issued_for_customer(mailing, client, "jürgen@heron.test")
+    before = database_digest(mailing.settings.db_path)
+    on_file = await client.post(f"/invoices/{invoice_id}/send", json={"request_id": "on-file"})
+    for reply in (typed, on_file):
+        assert reply.status_code == 422, reply.text
+        assert reply.json()["detail"] == "invalid_recipient"
+        assert "only plain ASCII addresses" in reply.json()["message"]
+        assert "jürgen@" in reply.json()["message"]
+    assert database_digest(mailing.settings.db_path) == before
+    assert count(mailing, "SELECT COUNT(*) FROM sends") == 0
+
+
+async def test_a_send_whose_email_cannot_be_made_fails_with_a_reason_and_no_second_try(
+        mailing: Running, inbox: Inbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An attachment that cannot be built would fail at every try: the send ends failed,
+    saying why in a person's words, after one try, not queued for ever."""
+    from studio import facturx
+
+    async def cannot_be_built(*_: Any) -> bytes:
+        raise ValueError("All strings must be XML compatible")
+
+    monkeypatch.setattr(facturx, "facturx_pdf", cannot_be_built)
+    client = await mailing.signed_in()
+    reply = await client.post(f"/invoices/{mailing.invoice_ids()[0]}/send", json=send_body())
+    assert reply.status_code == 202, reply.text
+    send_id = reply.json()["send_id"]
+    await wait_for(lambda: send_row(mailing, send_id)["status"] != "queued",
+                   seconds=8.0, what="the send to end")
+    row = send_row(mailing, send_id)
+    assert row["status"] == "failed" and row["attempts"] == 1, dict(row)
+    assert row["reply"].startswith("Not sent: the email with the invoice attached could not")
+    assert "XML compatible" in row["reply"]
+    await anyio.sleep(1.5)  # a retry would have come after one second
+    assert send_row(mailing, send_id)["attempts"] == 1
+    assert inbox.messages == []
+
+
+def test_an_email_the_server_cannot_be_told_fails_for_good_not_later(
+        smtp: MailServer) -> None:
+    """An address that got past the checks (queued before them) and cannot be encoded: the
+    conversation ends `failed` with a reason, never a try again that would fail the same."""
+    message = mail.build({"recipient": "jürgen@exämple.de", "cc": "", "subject": "Invoice",
+                          "message_id": "<send-x@studio.test>", "message": "Hello"},
+                         SENDER, ("INV.pdf", b"%PDF-1.4"), 0.0)
+    outcome = mail.deliver(mail.mail_server(smtp.url), message, timeout=5.0)
+    assert outcome.status == "failed", outcome
+    assert "only plain ASCII addresses" in outcome.reply
 
 
 async def test_without_an_address_on_file_the_recipient_must_be_given(

@@ -4,7 +4,8 @@
     draft --(delete)--> deleted
     draft --(issue)--> issued           one way; the database refuses to change it after
 
-Issuing is an intent like a lease: the review step freezes `{request_id, revision}` and
+Issuing is an intent like a lease: the review step freezes `{request_id, revision}` (and
+the customer's revision, so the buyer issued is the one reviewed) and
 everything (binding, checks, the counter, the number, the frozen hash) commits in one
 BEGIN IMMEDIATE transaction. Units take a `sqlite3.Connection` and run inside
 `Database.write` or `Database.read`; the async functions below are what handlers call.
@@ -146,6 +147,18 @@ def _with_customer(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any]
         return fields
     found = customers.owned(db, actor_id, fields["customer_id"])
     return {**fields, "customer": fields["customer"] or found["name"]}
+
+
+def parse_customer_revision(body: dict[str, Any]) -> int | None:
+    """The revision of the customer the issue review showed, if the request says it (a
+    client that leaves it out issues the customer's details as they are then)."""
+    if body.get("customer_revision") is None:
+        return None
+    try:
+        return parse_revision({"revision": body["customer_revision"]})
+    except Refusal:
+        raise Refusal("invalid_body", "Reload the page and issue again: the form did not say"
+                                      " which version of the customer you reviewed.") from None
 
 
 def parse_revision(body: dict[str, Any]) -> int:
@@ -448,9 +461,26 @@ def _buyer(db: sqlite3.Connection, draft: sqlite3.Row) -> dict[str, str]:
     return {**{name: found[name] for name in BUYER}, "name": draft["customer"]}
 
 
-def buyer_of_draft(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> dict[str, str]:
-    """The buyer that issuing the draft now would keep, for the review step."""
-    return _buyer(db, owned(db, actor_id, invoice_id))
+def buyer_of_draft(db: sqlite3.Connection, actor_id: str, invoice_id: str
+                   ) -> tuple[dict[str, str], int | None]:
+    """The buyer that issuing the draft now would keep, for the review step, and the
+    revision of the customer it comes from (None: the draft names no customer)."""
+    draft = owned(db, actor_id, invoice_id)
+    buyer = _buyer(db, draft)
+    if draft["customer_id"] is None:
+        return buyer, None
+    return buyer, customers.owned(db, actor_id, draft["customer_id"])["revision"]
+
+
+def _refuse_unless_reviewed_customer(db: sqlite3.Connection, draft: sqlite3.Row,
+                                     customer_revision: int | None) -> None:
+    """The buyer issued is the buyer reviewed: a customer edited since is refused."""
+    if customer_revision is None or draft["customer_id"] is None:
+        return
+    found = customers.owned(db, draft["owner_id"], draft["customer_id"])
+    if found["revision"] != customer_revision:
+        raise Refusal("customer_changed", "The customer's details changed since you opened"
+                                          " this page; reload it to see them, then issue.")
 
 
 def credited_so_far(db: sqlite3.Connection, invoice_id: str) -> Decimal:
@@ -496,15 +526,17 @@ def _issued(db: sqlite3.Connection, invoice_id: str) -> dict[str, Any]:
 
 
 def issue(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: str,
-          revision: int, now: float | None = None) -> tuple[dict[str, Any], bool]:
+          revision: int, now: float | None = None, customer_revision: int | None = None
+          ) -> tuple[dict[str, Any], bool]:
     """Issue the reviewed revision of a draft, once per request id, in one transaction:
-    binding, ownership, still a draft, the revision, complete, the counter, the number,
-    the frozen hash. Returns (receipt, created)."""
+    binding, ownership, still a draft, the revision (and the customer's, when given),
+    complete, the counter, the number, the frozen hash. Returns (receipt, created)."""
     now = clock(now)
     receipt: dict[str, Any] = {}
 
     def make(_: str) -> None:
         row = _refuse_unless_draft(db, actor_id, invoice_id, revision)
+        _refuse_unless_reviewed_customer(db, row, customer_revision)
         seller = profiles.seller_snapshot(db, actor_id)
         if row["kind"] == "credit_note":
             _refuse_excess_credit(db, row)
@@ -533,10 +565,11 @@ def issue(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: st
                        issued_at=timestamp(now))
 
     # The binding is written first; a refusal in `make` rolls it back with everything else.
-    _, created = bindings.once(
-        db, actor_id, "issue", request_id,
-        bindings.fingerprint({"invoice_id": invoice_id, "revision": revision}), make, now,
-        target_id=invoice_id)
+    reviewed: dict[str, Any] = {"invoice_id": invoice_id, "revision": revision}
+    if customer_revision is not None:  # left out, the fingerprint reads as it always did
+        reviewed["customer_revision"] = customer_revision
+    _, created = bindings.once(db, actor_id, "issue", request_id,
+                               bindings.fingerprint(reviewed), make, now, target_id=invoice_id)
     if not created:
         return _issued(db, invoice_id), False
     after_commit(metrics.issues_total.inc)

@@ -469,3 +469,82 @@ async def test_an_invoice_issued_holding_a_control_character_still_has_its_e_inv
     pdf = await client.get(f"/invoices/{draft['id']}.facturx.pdf")
     assert pdf.status_code == 200 and pdf.content.startswith(b"%PDF")
 
+
+# --- the buyer issued is the buyer reviewed ----------------------------------------------------
+
+
+async def review_of(client: Any, invoice_id: str) -> dict[str, Any]:
+    reply = await client.get(f"/invoices/{invoice_id}/issue")
+    assert reply.status_code == 200, reply.text
+    return reply.json()["request"]
+
+
+async def test_the_issue_review_carries_the_customers_revision_and_a_changed_customer_is_refused(
+        studio) -> None:
+    db_path = studio.settings.db_path
+    client = await studio.signed_in()
+    customer_id = add_customer(db_path, vat_id="DE136695976")
+    draft = (await client.post("/invoices", json=full_body(customer_id=customer_id))).json()
+    reviewed = await review_of(client, draft["id"])
+    assert reviewed == {"revision": draft["revision"], "customer_revision": 1}
+    page = await client.get(f"/invoices/{draft['id']}/issue", headers={"Accept": "text/html"})
+    assert "&#34;customer_revision&#34;: 1" in page.text or \
+        "&quot;customer_revision&quot;: 1" in page.text, page.text
+    moved = await client.patch(f"/customers/{customer_id}", json={
+        "revision": 1, "address": "New Street 9"})
+    assert moved.status_code == 200, moved.text
+    before = database_digest(db_path)
+    reply = await client.post(f"/invoices/{draft['id']}/issue",
+                              json={**reviewed, "request_id": "stale"})
+    assert reply.status_code == 409, reply.text
+    assert reply.json()["detail"] == "customer_changed"
+    assert "reload" in reply.json()["message"]
+    assert database_digest(db_path) == before
+    assert scalar(db_path, "SELECT status FROM invoices WHERE id = ?", draft["id"]) == "draft"
+
+    # Reviewed again, the new address is what is issued; the same request again is one issue.
+    again = {**await review_of(client, draft["id"]), "request_id": "fresh"}
+    assert again["customer_revision"] == 2
+    first = await client.post(f"/invoices/{draft['id']}/issue", json=again)
+    replay = await client.post(f"/invoices/{draft['id']}/issue", json=again)
+    assert (first.status_code, replay.status_code) == (201, 200), (first.text, replay.text)
+    assert first.json() == replay.json()
+    buyer = json.loads(scalar(db_path, "SELECT buyer FROM invoices WHERE id = ?", draft["id"]))
+    assert buyer["address"] == "New Street 9"
+    conflict = await client.post(f"/invoices/{draft['id']}/issue",
+                                 json={**again, "customer_revision": 1})
+    assert conflict.json()["detail"] == "request_id_conflict", conflict.text
+
+
+async def test_an_issue_without_the_customers_revision_issues_as_before(studio) -> None:
+    """A client that never read the review step issues the customer as it is then, and its
+    request binds as it always did."""
+    db_path = studio.settings.db_path
+    client = await studio.signed_in()
+    customer_id = add_customer(db_path)
+    draft = (await client.post("/invoices", json=full_body(customer_id=customer_id))).json()
+    execute(db_path, "UPDATE customers SET address = 'Moved 2', revision = revision + 1"
+                     " WHERE id = ?", customer_id)
+    body = {"request_id": "plain", "revision": draft["revision"]}
+    reply = await client.post(f"/invoices/{draft['id']}/issue", json=body)
+    assert reply.status_code == 201, reply.text
+    buyer = json.loads(scalar(db_path, "SELECT buyer FROM invoices WHERE id = ?", draft["id"]))
+    assert buyer["address"] == "Moved 2"
+    assert scalar(db_path, "SELECT fingerprint FROM request_bindings WHERE request_id = ?",
+                  "plain") == bindings.fingerprint({"invoice_id": draft["id"],
+                                                    "revision": draft["revision"]})
+
+
+@pytest.mark.parametrize("customer_revision", ["x", 0, -1, 1.5])
+async def test_a_customer_revision_that_is_no_revision_is_refused(studio, customer_revision
+                                                                  ) -> None:
+    db_path = studio.settings.db_path
+    client = await studio.signed_in()
+    draft = (await client.post("/invoices", json=full_body(
+        customer_id=add_customer(db_path)))).json()
+    before = database_digest(db_path)
+    reply = await client.post(f"/invoices/{draft['id']}/issue", json={
+        "request_id": "odd", "revision": draft["revision"],
+        "customer_revision": customer_revision})
+    assert reply.status_code == 422 and reply.json()["detail"] == "invalid_body", reply.text
+    assert database_digest(db_path) == before

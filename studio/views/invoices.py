@@ -169,11 +169,13 @@ async def issue_review(request: Request) -> Response:
     if invoice["status"] == "issued":
         return RedirectResponse(f"/invoices/{invoice_id}", status_code=303, headers=PRIVATE)
     seller = await profiles.get_profile(db, actor)
-    buyer = await db.read(invoices.buyer_of_draft, actor.id, invoice_id)
+    buyer, customer_revision = await db.read(invoices.buyer_of_draft, actor.id, invoice_id)
     frozen = {"revision": invoice["revision"]}
+    if customer_revision is not None:
+        frozen["customer_revision"] = customer_revision
     data = {"request": frozen, "series": invoices.series_of(invoice["kind"])}
     context = {"invoice": invoice, "seller": seller, "buyer": buyer,
-               "frozen_json": json.dumps(frozen),
+               "customer_revision": customer_revision, "frozen_json": json.dumps(frozen),
                "series": data["series"], "action": f"/invoices/{invoice_id}/issue"}
     return answer(request, data, template="issue_review.html", context=context)
 
@@ -184,7 +186,8 @@ async def issue_invoice(request: Request) -> Response:
     actor = await current_actor(request)
     receipt, created = await studio_of(request).db.write(
         invoices.issue, actor.id, invoice_id, bindings.parse_request_id(body),
-        invoices.parse_revision(body))
+        invoices.parse_revision(body),
+        customer_revision=invoices.parse_customer_revision(body))
     return moved_to(request, f"/invoices/{invoice_id}", receipt, 201 if created else 200)
 
 

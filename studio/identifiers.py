@@ -124,3 +124,14 @@ def bic(value: object) -> str:
     except ValueError:  # schwifty's own errors are ValueErrors
         raise Refusal("invalid_bic", f"The BIC {text[:50]} is not a valid one; it is 8 or 11 "
                                      "letters and digits, like DEUTDEFF.") from None
+
+
+def revision(value: object, what: str) -> int:
+    """The version of a draft or customer the person edited: a whole number from 1 (a form
+    field is text)."""
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 10:
+        value = int(value)
+    if type(value) is not int or value < 1:
+        raise Refusal("invalid_body", f"Reload the {what} and make your change again: the form"
+                                      " did not say which version of it you edited.")
+    return value

@@ -162,14 +162,7 @@ def parse_customer_revision(body: dict[str, Any]) -> int | None:
 
 
 def parse_revision(body: dict[str, Any]) -> int:
-    revision = body.get("revision")
-    if isinstance(revision, str) and revision.isascii() and revision.isdigit() \
-            and len(revision) < 10:
-        revision = int(revision)  # a form field is text
-    if type(revision) is not int or revision < 1:
-        raise Refusal("invalid_body", "Reload the draft and make your change again: the form"
-                                      " did not say which version of it you edited.")
-    return revision
+    return identifiers.revision(body.get("revision"), "draft")
 
 
 # --- reading ---------------------------------------------------------------------------------

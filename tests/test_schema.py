@@ -22,7 +22,7 @@ from studio.db import (
     prepare,
     prepare_database,
 )
-from studio.demo import INVOICES
+from studio.demo import CREDIT_NOTES, INVOICES, OVERDUE
 from tests import backends
 from tests.conftest import (
     ADA,
@@ -245,8 +245,10 @@ def test_two_hosts_starting_together_on_an_empty_database_make_the_schema_and_de
         path, "SELECT version, COUNT(*) FROM schema_version GROUP BY version ORDER BY version")
     ] == [(version, 1) for version in range(1, len(pg_schema.MIGRATIONS) + 1)]
     assert scalar(path, "SELECT COUNT(*) FROM actors") == len(INVOICES)
-    assert scalar(path, "SELECT COUNT(*) FROM invoices") == sum(map(len, INVOICES.values()))
-    issued = sum(made[-1] for made in INVOICES[ADA])
+    # `--demo` seeds the full demo: each account's invoices, one overdue, and credit notes.
+    assert scalar(path, "SELECT COUNT(*) FROM invoices") == (
+        sum(map(len, INVOICES.values())) + len(OVERDUE) + len(CREDIT_NOTES))
+    issued = sum(made[-1] for made in INVOICES[ADA]) + (ADA in OVERDUE)
     assert scalar(path, "SELECT MAX(sequence) FROM invoices JOIN actors ON actors.id = owner_id"
                         " WHERE email = ?", ADA) == issued
     for server in servers:

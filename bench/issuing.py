@@ -45,8 +45,8 @@ def actor_with_drafts(db: sqlite3.Connection, count: int, email: str,
 
 
 def raw_issue(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: str) -> str:
-    """The same counter update, invoice update and binding insert, in one BEGIN IMMEDIATE,
-    with nothing around them."""
+    """The same counter update, invoice update, binding insert and balance insert, in one
+    BEGIN IMMEDIATE, with nothing around them."""
     now = time.time()
     db.execute("BEGIN IMMEDIATE")
     sequence = db.execute(
@@ -64,6 +64,10 @@ def raw_issue(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id
         "INSERT INTO request_bindings (actor_id, kind, request_id, fingerprint, target_id,"
         " created_at) VALUES (?, 'issue', ?, ?, ?, ?)",
         (actor_id, request_id, uuid.uuid4().hex, invoice_id, now))
+    db.execute(  # what is left to pay, as issuing keeps it for the invoice lists
+        "INSERT INTO balances (invoice_id, owner_id, currency, due_date, amount_paid,"
+        " amount_credited, amount_due, payment_status, updated_at) VALUES (?, ?, 'EUR',"
+        " '2030-01-01', '0.00', '0.00', '71.36', 'unpaid', ?)", (invoice_id, actor_id, now))
     db.execute("COMMIT")
     return number
 

@@ -48,7 +48,20 @@ def settle(db: sqlite3.Connection, invoice_id: str, now: float | None = None
         " WHERE id = ? AND kind = 'invoice' AND status = 'issued'", (invoice_id,)).fetchone()
     if invoice is None:
         return None
-    fields = worked_out(db, invoice)
+    return _keep(db, invoice, worked_out(db, invoice), now)
+
+
+def open_balance(db: sqlite3.Connection, invoice: Any, now: float | None = None
+                 ) -> dict[str, str]:
+    """The balance of an invoice issued in this transaction: its whole total. A draft has no
+    payments and no credit notes (both need an issued invoice), so there is nothing to add
+    up."""
+    return _keep(db, invoice, standing(Decimal(invoice["total"]), Decimal(0), Decimal(0),
+                                       invoice["currency"]), now)
+
+
+def _keep(db: sqlite3.Connection, invoice: Any, fields: dict[str, str], now: float | None
+          ) -> dict[str, str]:
     db.execute(
         "INSERT INTO balances (invoice_id, owner_id, currency, due_date, amount_paid,"
         " amount_credited, amount_due, payment_status, updated_at) VALUES (:invoice_id,"
@@ -57,7 +70,7 @@ def settle(db: sqlite3.Connection, invoice_id: str, now: float | None = None
         " amount_paid = excluded.amount_paid, amount_credited = excluded.amount_credited,"
         " amount_due = excluded.amount_due, payment_status = excluded.payment_status,"
         " updated_at = excluded.updated_at",
-        {**fields, "invoice_id": invoice_id, "owner_id": invoice["owner_id"],
+        {**fields, "invoice_id": invoice["id"], "owner_id": invoice["owner_id"],
          "currency": invoice["currency"], "due_date": invoice["due_date"], "now": clock(now)},
     )
     return fields

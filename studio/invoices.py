@@ -551,7 +551,10 @@ def issue(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: st
         ).rowcount
         assert changed == 1, "checked above inside this same transaction"
         # What is left to pay: the new invoice's whole total, or the credited invoice's less.
-        balances.settle(db, row["credits"] or invoice_id, now)
+        if row["kind"] == "credit_note":
+            balances.settle(db, row["credits"], now)
+        else:
+            balances.open_balance(db, row, now)
         logs.state_change("invoice", invoice_id, actor_id, "draft", "issued", "issued",
                           number=fields["number"])
         receipt.update(invoice_id=invoice_id, number=fields["number"], status="issued",

@@ -20,7 +20,7 @@ from studio.db import Database, prepare
 LINES = 50
 SELLER = {"name": "Bench GmbH", "address": "Hauptstraße 1\n10115 Berlin", "country": "DE",
           "vat_id": "DE136695976", "tax_number": "12/345/67890", "iban": "DE89370400440532013000",
-          "bic": "COBADEFFXXX", "payment_terms": "Within 14 days."}
+          "bic": "COBADEFF", "payment_terms": "Within 14 days."}
 
 
 def seed(db: sqlite3.Connection) -> tuple[str, str]:

@@ -68,7 +68,7 @@ FULL_SELLERS = {
     "ada@example.com": {
         "name": "Ada Lovelace Design", "address": "Analytical Row 12\n10115 Berlin",
         "country": "DE", "vat_id": "DE136695976", "tax_number": "12/345/67890",
-        "email": "ada@example.com", "iban": "DE89370400440532013000", "bic": "COBADEFFXXX",
+        "email": "ada@example.com", "iban": "DE89370400440532013000", "bic": "COBADEFF",
         "payment_terms": "Please pay within 14 days by bank transfer, quoting the invoice"
                          " number.",
         "footer": "Ada Lovelace Design · Analytical Row 12 · 10115 Berlin"},

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.anyio
 NS = facturx.NAMESPACES
 SELLER = {"name": "Ada Works GmbH", "address": "Hauptstraße 1\n10115 Berlin", "country": "DE",
           "vat_id": "DE136695976", "tax_number": "12/345/67890", "email": "billing@ada.example",
-          "iban": "DE89 3704 0044 0532 0130 00", "bic": "COBADEFFXXX",
+          "iban": "DE89 3704 0044 0532 0130 00", "bic": "COBADEFF",
           "payment_terms": "Payable within 14 days, no deductions."}
 BUYER = {"name": "Acme SARL", "email": "accounts@acme.example", "address": "2 Rue de la Paix\n"
          "75001 Paris", "country": "FR", "vat_id": "FR40303265045"}

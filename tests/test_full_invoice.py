@@ -243,7 +243,7 @@ async def test_issuing_keeps_the_buyer_and_seller_and_a_later_edit_changes_neith
     client = await studio.signed_in()
     customer_id = add_customer(db_path)
     execute(db_path, "UPDATE profiles SET country = 'DE', iban = 'DE89370400440532013000',"
-                     " bic = 'COBADEFFXXX', tax_number = '12/345/67890' WHERE actor_id = ?",
+                     " bic = 'COBADEFF', tax_number = '12/345/67890' WHERE actor_id = ?",
             actor_id(db_path))
     draft = (await client.post("/invoices", json=full_body(customer_id=customer_id))).json()
     done = await issue(client, draft)

@@ -27,7 +27,7 @@ def full_seller(db_path: Any, **changes: str) -> None:
     """Ada's whole seller profile, written as the profile's own unit writes it."""
     seller = {"name": "Ada Lovelace Design", "address": "12 Analytical Row\nLondon W1",
               "country": "GB", "vat_id": "GB123456789", "tax_number": "TX-42",
-              "email": "ada@example.com", "iban": IBAN, "bic": "COBADEFFXXX",
+              "email": "ada@example.com", "iban": IBAN, "bic": "COBADEFF",
               "payment_terms": "Please quote the invoice number.",
               "footer": "Ada Lovelace Design Ltd, registered in England no. 1815", **changes}
     execute(db_path, "UPDATE profiles SET name = ?, address = ?, country = ?, vat_id = ?,"
@@ -75,7 +75,7 @@ async def test_the_pdf_holds_everything_article_226_asks_and_how_to_pay(studio) 
             "Net (EUR) €78.97", "Tax (EUR) €12.00", "Total (EUR) €90.97",
             # How to pay.
             "Please quote the invoice number.", "Payment within", "by 2027-01-31",
-            f"IBAN {IBAN}", "BIC COBADEFFXXX", "Scan to pay",
+            f"IBAN {IBAN}", "BIC COBADEFF", "Scan to pay",
             "Project Babbage, phase 2.", "Thank you!", "registered in England no. 1815"):
         assert expected in text, expected
     assert images_in(reply.content) == 1  # the payment code
@@ -92,7 +92,7 @@ async def test_the_payment_code_is_an_epc_transfer_of_the_total_into_the_sellers
     assert code is not None
     # The EPC069-12 payload: service tag, version, charset, SCT, BIC, name, IBAN, amount,
     # purpose, reference, text.
-    payload = "\n".join(["BCD", "002", "2", "SCT", "COBADEFFXXX", "Ada Lovelace Design", IBAN,
+    payload = "\n".join(["BCD", "002", "2", "SCT", "COBADEFF", "Ada Lovelace Design", IBAN,
                          "EUR90.97", "", "", invoice["number"]]).encode("iso-8859-1")
     expected = segno.make_qr(payload, error="m")
     assert code.matrix == expected.matrix

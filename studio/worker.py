@@ -11,8 +11,9 @@ import socket
 import sqlite3
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from studio import facturx, invoices, leases, mail, metrics, outbox
 from studio.auth import expired_sessions
@@ -20,6 +21,8 @@ from studio.config import Settings
 from studio.db import Database, DatabaseUnavailable, clock, dialect_of
 from studio.providers import Providers
 from studio.purposes import PURPOSES, invoice_fields
+
+T = TypeVar("T")
 
 log = logging.getLogger("studio.worker")
 
@@ -161,6 +164,43 @@ def release_claims(db: sqlite3.Connection, claims: list[str]) -> None:
     )
 
 
+async def claim_and_run(claim: Callable[[], Awaitable[T | None]],
+                        run: Callable[[T, asyncio.Semaphore], Awaitable[None]],
+                        slots: asyncio.Semaphore, running: set[asyncio.Task[None]],
+                        wake: asyncio.Event, what: str) -> None:
+    """Claim while a slot is free and run each claim in a job of its own, which releases the
+    slot; with nothing to claim, or the database away, wait for a wake-up or a moment."""
+    while True:
+        await slots.acquire()
+        try:
+            claimed = await claim()
+        except DatabaseUnavailable as error:
+            log.warning("the database is unavailable; claiming %s again shortly: %s", what,
+                        error)
+            claimed = None
+        except Exception:
+            log.exception("claiming %s failed; trying again shortly", what)
+            claimed = None
+        if claimed is None:
+            slots.release()
+            await _idle(wake)
+            continue
+        job = asyncio.create_task(run(claimed, slots))
+        running.add(job)
+        job.add_done_callback(running.discard)
+
+
+async def _idle(wake: asyncio.Event) -> None:
+    # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancel that lands
+    # as its timeout fires, and a stopping worker would then idle forever.
+    try:
+        async with asyncio.timeout(IDLE_WAIT_S):
+            await wake.wait()
+    except TimeoutError:
+        pass
+    wake.clear()
+
+
 class Worker:
     """Runs tasks a few at a time; any number of workers may share one database."""
 
@@ -190,22 +230,8 @@ class Worker:
         keeper = asyncio.create_task(self._keep_claims_alive())
         slots = asyncio.Semaphore(self.settings.worker_slots)
         try:
-            while True:
-                await slots.acquire()
-                try:
-                    task = await self.claim()
-                except DatabaseUnavailable as error:
-                    log.warning("the database is unavailable; claiming again shortly: %s", error)
-                except Exception:
-                    log.exception("claiming a task failed; trying again shortly")
-                    task = None
-                if task is None:
-                    slots.release()
-                    await self._idle()
-                    continue
-                job = asyncio.create_task(self._run_and_release(task, slots))
-                self._running.add(job)
-                job.add_done_callback(self._running.discard)
+            await claim_and_run(lambda: self.claim(), self._run_and_release, slots, self._running,
+                                self.wake, "a task")
         finally:
             held = list(self._held)
             keeper.cancel()
@@ -214,16 +240,6 @@ class Worker:
             await asyncio.gather(keeper, *self._running, return_exceptions=True)
             if held:
                 await self.db.write(release_claims, held)
-
-    async def _idle(self) -> None:
-        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancel that
-        # lands as its timeout fires, and a stopping worker would then idle forever.
-        try:
-            async with asyncio.timeout(IDLE_WAIT_S):
-                await self.wake.wait()
-        except TimeoutError:
-            pass
-        self.wake.clear()
 
     async def claim(self) -> Claimed | None:
         claim = f"{self.name}:{uuid.uuid4().hex}"
@@ -330,24 +346,8 @@ class Delivery:
         slots = asyncio.Semaphore(DELIVERY_SLOTS)
         running: set[asyncio.Task[None]] = set()
         try:
-            while True:
-                await slots.acquire()
-                try:
-                    send = await self.claim()
-                except DatabaseUnavailable as error:
-                    log.warning("the database is unavailable; delivering again shortly: %s",
-                                error)
-                    send = None
-                except Exception:
-                    log.exception("claiming a send failed; trying again shortly")
-                    send = None
-                if send is None:
-                    slots.release()
-                    await self._idle()
-                    continue
-                job = asyncio.create_task(self._deliver_and_release(send, slots))
-                running.add(job)
-                job.add_done_callback(running.discard)
+            await claim_and_run(lambda: self.claim(), self._deliver_and_release, slots, running,
+                                self.wake, "a send")
         finally:
             # A claim mid-conversation is not handed back: the server may have the message,
             # so it times out and the send is tried again under the same Message-ID.
@@ -355,14 +355,6 @@ class Delivery:
             for job in list(running):
                 job.cancel()
             await asyncio.gather(keeper, *running, return_exceptions=True)
-
-    async def _idle(self) -> None:
-        try:
-            async with asyncio.timeout(IDLE_WAIT_S):
-                await self.wake.wait()
-        except TimeoutError:
-            pass
-        self.wake.clear()
 
     async def claim(self) -> dict[str, Any] | None:
         if not await self.db.read(outbox.any_due):

@@ -346,8 +346,9 @@ async def render_elsewhere(invoice: dict[str, Any]) -> bytes:
         return await loop.run_in_executor(_pool(), _render_here, invoice)
 
 
-def _kept(db: sqlite3.Connection, invoice_id: str, frozen_sha256: str, layout: str
-          ) -> bytes | None:
+def kept(db: sqlite3.Connection, invoice_id: str, frozen_sha256: str, layout: str
+         ) -> bytes | None:
+    """The bytes kept for an issued invoice's content in one layout, if any."""
     row = db.execute(
         "SELECT content FROM issued_documents WHERE invoice_id = ? AND frozen_sha256 = ?"
         " AND layout = ?", (invoice_id, frozen_sha256, layout)).fetchone()
@@ -372,30 +373,30 @@ async def kept_pdf(db: Database, actor_id: str, invoice_id: str) -> tuple[str, b
     return None if row is None else (row[0], bytes(row[1]))
 
 
-def _keep(db: sqlite3.Connection, invoice_id: str, frozen_sha256: str, layout: str,
-          content: bytes) -> bytes:
+def keep(db: sqlite3.Connection, invoice_id: str, frozen_sha256: str, layout: str,
+         content: bytes) -> bytes:
     """Keep the bytes, unless another process kept its own first: then everyone gets those."""
     db.execute(
         "INSERT INTO issued_documents (invoice_id, frozen_sha256, layout, content, created_at)"
         " VALUES (?, ?, ?, ?, ?) ON CONFLICT (invoice_id, frozen_sha256, layout) DO NOTHING",
         (invoice_id, frozen_sha256, layout, content, time.time()))
-    kept = _kept(db, invoice_id, frozen_sha256, layout)
-    assert kept is not None, "inserted or already there, inside this transaction"
-    return kept
+    found = kept(db, invoice_id, frozen_sha256, layout)
+    assert found is not None, "inserted or already there, inside this transaction"
+    return found
 
 
 async def _render_and_keep(db: Database, invoice: dict[str, Any], key: tuple[str, str, str]
                            ) -> bytes:
-    return await db.write(_keep, *key, await render_elsewhere(invoice))
+    return await db.write(keep, *key, await render_elsewhere(invoice))
 
 
 async def issued_pdf(db: Database, invoice: dict[str, Any]) -> bytes:
     """The PDF of an issued invoice: the kept bytes, or rendered once and kept. Concurrent
     first downloads in one process share one render; across processes the first kept wins."""
     key = (invoice["id"], invoice["frozen_sha256"], LAYOUT)
-    kept = await db.read(_kept, *key)
-    if kept is not None:
-        return kept
+    found = await db.read(kept, *key)
+    if found is not None:
+        return found
     waiting_for = (str(db.path), *key)
     rendering = _rendering.get(waiting_for)
     if rendering is None:

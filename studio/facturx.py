@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import sqlite3
-import time
 from decimal import Decimal
 from typing import Any
 
@@ -156,28 +154,12 @@ def _line(parent: etree._Element, number: int, line: dict[str, Any], currency: s
         "ram:LineTotalAmount", line["net"])
 
 
-def issue_date_of(invoice: dict[str, Any]) -> str:
-    return invoice.get("issue_date") or (invoice.get("issued_at") or "")[:10]
-
-
-def buyer_of(invoice: dict[str, Any]) -> dict[str, Any]:
-    return invoice.get("buyer") or {"name": invoice["customer"]}
-
-
-def tax_per_rate(invoice: dict[str, Any]) -> list[dict[str, str]]:
-    """Net and tax per rate, as the invoice's JSON gives them (`tax_breakdown`)."""
-    found = invoice.get("tax_breakdown") or invoice.get("tax_by_rate")
-    if found is not None:
-        return found
-    return invoices.tax_breakdown(invoice["line_items"], invoice["currency"])
-
-
 def xml_of(invoice: dict[str, Any]) -> bytes:
     """The issued invoice or credit note as Factur-X EN 16931 CII XML, UTF-8."""
     currency = invoice["currency"]
     seller = invoice.get("seller") or {}
     credit = invoice["kind"] == "credit_note"
-    issued_on = issue_date_of(invoice)
+    issued_on = documents.issue_date_of(invoice)
     root = etree.Element(f"{{{RSM}}}CrossIndustryInvoice", nsmap=NAMESPACES)
     context = _el(root, "rsm:ExchangedDocumentContext")
     _el(_el(context, "ram:GuidelineSpecifiedDocumentContextParameter"), "ram:ID", EN16931)
@@ -195,7 +177,7 @@ def xml_of(invoice: dict[str, Any]) -> bytes:
 
     agreement = _el(trade, "ram:ApplicableHeaderTradeAgreement")
     _party(agreement, "ram:SellerTradeParty", seller)
-    _party(agreement, "ram:BuyerTradeParty", buyer_of(invoice))
+    _party(agreement, "ram:BuyerTradeParty", documents.buyer_of(invoice))
 
     delivery = _el(trade, "ram:ApplicableHeaderTradeDelivery")
     _date(_el(delivery, "ram:ActualDeliverySupplyChainEvent"), "ram:OccurrenceDateTime",
@@ -213,7 +195,7 @@ def xml_of(invoice: dict[str, Any]) -> bytes:
         bic = "".join((seller.get("bic") or "").split())
         if bic:
             _el(_el(means, "ram:PayeeSpecifiedCreditorFinancialInstitution"), "ram:BICID", bic)
-    for rate in tax_per_rate(invoice):
+    for rate in invoice["tax_breakdown"]:
         tax = _el(settlement, "ram:ApplicableTradeTax")
         _el(tax, "ram:CalculatedAmount", rate["tax"])
         _el(tax, "ram:TypeCode", "VAT")
@@ -247,26 +229,7 @@ def embed(pdf: bytes, xml: bytes, invoice: dict[str, Any]) -> bytes:
     return facturx.generate_from_binary(
         pdf, xml, flavor="factur-x", level="en16931", check_xsd=True, lang="en",
         pdf_metadata={"author": seller, "title": title, "keywords": "Factur-X, Invoice",
-                      "subject": f"{title}, issued {issue_date_of(invoice)} by {seller}"})
-
-
-def _kept(db: sqlite3.Connection, invoice_id: str, frozen_sha256: str) -> bytes | None:
-    row = db.execute(
-        "SELECT content FROM issued_documents WHERE invoice_id = ? AND frozen_sha256 = ?"
-        " AND layout = ?", (invoice_id, frozen_sha256, layout())).fetchone()
-    return None if row is None else bytes(row[0])
-
-
-def _keep(db: sqlite3.Connection, invoice_id: str, frozen_sha256: str, content: bytes
-          ) -> bytes:
-    """Keep the bytes, unless another request kept its own first: then everyone gets those."""
-    db.execute(
-        "INSERT INTO issued_documents (invoice_id, frozen_sha256, layout, content, created_at)"
-        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (invoice_id, frozen_sha256, layout) DO NOTHING",
-        (invoice_id, frozen_sha256, layout(), content, time.time()))
-    kept = _kept(db, invoice_id, frozen_sha256)
-    assert kept is not None, "inserted or already there, inside this transaction"
-    return kept
+                      "subject": f"{title}, issued {documents.issue_date_of(invoice)} by {seller}"})
 
 
 async def issued_document(db: Database, owner_id: str, invoice_id: str) -> dict[str, Any]:
@@ -290,10 +253,10 @@ async def facturx_pdf(db: Database, owner_id: str, invoice_id: str) -> bytes:
 async def pdf_of(db: Database, invoice: dict[str, Any]) -> bytes:
     """The Factur-X PDF of an issued invoice: kept, or built once and kept. The
     embedding runs on a thread, off the event loop."""
-    key = (invoice["id"], invoice["frozen_sha256"])
-    kept = await db.read(_kept, *key)
+    key = (invoice["id"], invoice["frozen_sha256"], layout())
+    kept = await db.read(documents.kept, *key)
     if kept is not None:
         return kept
     pdf = await documents.document_pdf(db, invoice)
     made = await asyncio.to_thread(embed, pdf, xml_of(invoice), invoice)
-    return await db.write(_keep, *key, made)
+    return await db.write(documents.keep, *key, made)

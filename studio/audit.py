@@ -10,7 +10,7 @@ import sqlite3
 from decimal import Decimal
 from pathlib import Path
 
-from studio import invoices
+from studio import balances, invoices
 from studio.config import Settings
 from studio.db import read_only_to, refuse_if_newer_database, series_place
 
@@ -51,7 +51,7 @@ def problems(db: sqlite3.Connection) -> list[str]:
                          "SHA-256")
     for row in db.execute("SELECT id, number, total FROM invoices WHERE kind = 'invoice'"
                           " AND status = 'issued' AND id IN (SELECT credits FROM invoices)"):
-        credited = invoices.credited_so_far(db, row["id"])
+        credited = balances.credited_so_far(db, row["id"])
         if credited > Decimal(row["total"]):
             found.append(f"credit notes of {row['number']} come to {credited}, more than its "
                          f"total {row['total']}")

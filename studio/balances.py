@@ -19,6 +19,12 @@ def _sum(db: sqlite3.Connection, sql: str, invoice_id: str) -> Decimal:
     return sum((Decimal(row[0]) for row in db.execute(sql, (invoice_id,))), Decimal(0))
 
 
+def credited_so_far(db: sqlite3.Connection, invoice_id: str) -> Decimal:
+    """The total of the invoice's issued credit notes."""
+    return _sum(db, "SELECT total FROM invoices WHERE credits = ? AND kind = 'credit_note'"
+                    " AND status = 'issued'", invoice_id)
+
+
 def standing(total: Decimal, credited: Decimal, paid: Decimal, currency: str) -> dict[str, str]:
     """The balance's fields from its three facts. What is due never goes below zero: a credit
     note issued after the invoice was paid is money the seller owes back, not a payment the
@@ -32,8 +38,7 @@ def standing(total: Decimal, credited: Decimal, paid: Decimal, currency: str) ->
 
 def worked_out(db: sqlite3.Connection, invoice: Any) -> dict[str, str]:
     """An issued invoice's balance from its facts, as `settle` keeps it."""
-    credited = _sum(db, "SELECT total FROM invoices WHERE credits = ? AND kind = 'credit_note'"
-                        " AND status = 'issued'", invoice["id"])
+    credited = credited_so_far(db, invoice["id"])
     paid = _sum(db, "SELECT amount FROM payments WHERE invoice_id = ? AND voided_at IS NULL",
                 invoice["id"])
     return standing(Decimal(invoice["total"]), credited, paid, invoice["currency"])

@@ -190,31 +190,36 @@ def _attachments(db: sqlite3.Connection, invoice_id: str) -> list[dict[str, Any]
         " WHERE invoice_id = ? ORDER BY created_at, id", (invoice_id,))]
 
 
-def _lines_with_nets(line_items: str, currency: str) -> list[dict[str, Any]]:
-    """Each stored line with its rounded net, read as stored (only input is checked): empty
-    where its amounts are not numbers at all."""
-    lines = json.loads(line_items)
-    read = [money.stored_line(line) for line in lines]
-    nets = iter(money.add_up([line for line in read if line], currency).line_nets)
-    return [{**line, "net": money.text(next(nets), currency) if found else ""}
-            for line, found in zip(lines, read, strict=True)]
+def _by_rate(totals: money.Totals, currency: str) -> list[dict[str, str]]:
+    return [{"rate": str(rate), "net": money.text(net, currency),
+             "tax": money.text(tax, currency)} for rate, net, tax in totals.by_rate]
 
 
 def tax_breakdown(line_items: list[dict[str, Any]], currency: str) -> list[dict[str, str]]:
     """Net and tax per rate, in rate order, exact: they add up to the invoice's net and tax,
     as each line is rounded once and the sums are of rounded lines."""
     lines = [line for line in map(money.stored_line, line_items) if line]
-    return [{"rate": str(rate), "net": money.text(net, currency),
-             "tax": money.text(tax, currency)}
-            for rate, net, tax in money.add_up(lines, currency).by_rate]
+    return _by_rate(money.add_up(lines, currency), currency)
+
+
+def _lines_and_rates(line_items: str, currency: str
+                     ) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """Each stored line with its rounded net, read as stored (only input is checked): empty
+    where its amounts are not numbers at all; and the tax per rate, from the same sums."""
+    lines = json.loads(line_items)
+    read = [money.stored_line(line) for line in lines]
+    totals = money.add_up([line for line in read if line], currency)
+    nets = iter(totals.line_nets)
+    return ([{**line, "net": money.text(next(nets), currency) if found else ""}
+             for line, found in zip(lines, read, strict=True)], _by_rate(totals, currency))
 
 
 def as_json(db: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
     """The invoice as the API speaks it, lines with their discount and rounded net, and the
     tax per rate."""
-    lines = json.loads(row["line_items"])
-    if row["status"] != "deleted":
-        lines = _lines_with_nets(row["line_items"], row["currency"])
+    lines, rates = _lines_and_rates(row["line_items"], row["currency"])
+    if row["status"] == "deleted":
+        lines = json.loads(row["line_items"])
     lines = [{**line, "discount_percent": str(line.get("discount_percent", "0"))}
              for line in lines]
     invoice = {
@@ -225,7 +230,7 @@ def as_json(db: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
         "currency": row["currency"], "issue_date": row["issue_date"],
         "supply_date": row["supply_date"], "due_date": row["due_date"], "notes": row["notes"],
         "line_items": lines, "net": row["net"], "tax": row["tax"], "total": row["total"],
-        "tax_breakdown": tax_breakdown(json.loads(row["line_items"]), row["currency"]),
+        "tax_breakdown": rates,
         "summary": row["summary"], "issued_at": timestamp(row["issued_at"]),
         "seller": json.loads(row["seller"]) if row["seller"] else None,
         "attachments": _attachments(db, row["id"]),
@@ -476,17 +481,11 @@ def _refuse_unless_reviewed_customer(db: sqlite3.Connection, draft: sqlite3.Row,
                                           " this page; reload it to see them, then issue.")
 
 
-def credited_so_far(db: sqlite3.Connection, invoice_id: str) -> Decimal:
-    return sum((Decimal(row[0]) for row in db.execute(
-        "SELECT total FROM invoices WHERE credits = ? AND kind = 'credit_note'"
-        " AND status = 'issued'", (invoice_id,))), Decimal(0))
-
-
 def _refuse_excess_credit(db: sqlite3.Connection, note: sqlite3.Row) -> None:
     """The credit notes of one invoice never exceed its total."""
     original = db.execute("SELECT number, total, currency FROM invoices WHERE id = ?",
                           (note["credits"],)).fetchone()
-    so_far = credited_so_far(db, note["credits"])
+    so_far = balances.credited_so_far(db, note["credits"])
     if so_far + Decimal(note["total"]) > Decimal(original["total"]):
         left = money.text(Decimal(original["total"]) - so_far, original["currency"])
         raise Refusal("credit_exceeds_invoice",

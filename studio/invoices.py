@@ -450,33 +450,27 @@ def frozen_sha256(db: sqlite3.Connection, fields: dict[str, Any],
     return bindings.fingerprint(content)
 
 
-def _buyer(db: sqlite3.Connection, draft: sqlite3.Row) -> dict[str, str]:
+def _buyer(db: sqlite3.Connection, draft: sqlite3.Row) -> tuple[dict[str, str], int | None]:
     """The buyer as issuing freezes it: the customer's details as they are now, under the
-    name the draft gives; a draft without a customer has a name alone."""
+    name the draft gives; and the revision of that customer (None: the draft names no
+    customer, and has a name alone)."""
     if draft["customer_id"] is None:
-        return {"name": draft["customer"]}
+        return {"name": draft["customer"]}, None
     found = customers.owned(db, draft["owner_id"], draft["customer_id"])
-    return {**{name: found[name] for name in BUYER}, "name": draft["customer"]}
+    return {**{name: found[name] for name in BUYER}, "name": draft["customer"]}, \
+        found["revision"]
 
 
 def buyer_of_draft(db: sqlite3.Connection, actor_id: str, invoice_id: str
                    ) -> tuple[dict[str, str], int | None]:
     """The buyer that issuing the draft now would keep, for the review step, and the
-    revision of the customer it comes from (None: the draft names no customer)."""
-    draft = owned(db, actor_id, invoice_id)
-    buyer = _buyer(db, draft)
-    if draft["customer_id"] is None:
-        return buyer, None
-    return buyer, customers.owned(db, actor_id, draft["customer_id"])["revision"]
+    revision of the customer it comes from."""
+    return _buyer(db, owned(db, actor_id, invoice_id))
 
 
-def _refuse_unless_reviewed_customer(db: sqlite3.Connection, draft: sqlite3.Row,
-                                     customer_revision: int | None) -> None:
+def _refuse_unless_reviewed(customer_revision: int | None, found: int | None) -> None:
     """The buyer issued is the buyer reviewed: a customer edited since is refused."""
-    if customer_revision is None or draft["customer_id"] is None:
-        return
-    found = customers.owned(db, draft["owner_id"], draft["customer_id"])
-    if found["revision"] != customer_revision:
+    if customer_revision is not None and found is not None and found != customer_revision:
         raise Refusal("customer_changed", "The customer's details changed since you opened"
                                           " this page; reload it to see them, then issue.")
 
@@ -528,7 +522,8 @@ def issue(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: st
 
     def make(_: str) -> None:
         row = _refuse_unless_draft(db, actor_id, invoice_id, revision)
-        _refuse_unless_reviewed_customer(db, row, customer_revision)
+        buyer, found_revision = _buyer(db, row)
+        _refuse_unless_reviewed(customer_revision, found_revision)
         seller = profiles.seller_snapshot(db, actor_id)
         if row["kind"] == "credit_note":
             _refuse_excess_credit(db, row)
@@ -537,7 +532,7 @@ def issue(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: st
         fields = {**dict(row), "number": f"{series_of(row['kind'], issued_on.year)}-"
                                          f"{sequence:04d}",
                   "seller": json.dumps(seller, sort_keys=True),
-                  "buyer": json.dumps(_buyer(db, row), sort_keys=True),
+                  "buyer": json.dumps(buyer, sort_keys=True),
                   "issue_date": issued_on.isoformat(), "issued_at": now}
         changed = db.execute(
             "UPDATE invoices SET status = 'issued', number = ?, series_year = ?, sequence = ?,"

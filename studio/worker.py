@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from studio import facturx, invoices, leases, mail, metrics, outbox
+from studio import facturx, leases, mail, metrics, outbox
 from studio.auth import expired_sessions
 from studio.config import Settings
 from studio.db import Database, DatabaseUnavailable, clock, dialect_of
@@ -419,13 +419,10 @@ class Delivery:
 
     async def attachment_of(self, send: dict[str, Any]) -> tuple[str, bytes, str]:
         """(file name, the invoice's Factur-X PDF, the seller's email to reply to)."""
-        invoice = await self.db.read(invoices._document, send["owner_id"], send["invoice_id"])
-        if invoice is None:
-            raise LookupError("the invoice is gone")
+        invoice = await facturx.issued_document(self.db, send["owner_id"], send["invoice_id"])
         name = "".join(c if c.isalnum() or c in "._-" else "_" for c in invoice["number"])
         reply_to = (invoice.get("seller") or {}).get("email") or ""
-        pdf = await facturx.facturx_pdf(self.db, send["owner_id"], send["invoice_id"])
-        return f"{name}.pdf", pdf, reply_to
+        return f"{name}.pdf", await facturx.pdf_of(self.db, invoice), reply_to
 
     async def _keep_claims_alive(self) -> None:
         every = self.settings.claim_seconds / 3

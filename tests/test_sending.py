@@ -351,7 +351,7 @@ async def test_a_send_whose_email_cannot_be_made_fails_with_a_reason_and_no_seco
     async def cannot_be_built(*_: Any) -> bytes:
         raise ValueError("All strings must be XML compatible")
 
-    monkeypatch.setattr(facturx, "facturx_pdf", cannot_be_built)
+    monkeypatch.setattr(facturx, "pdf_of", cannot_be_built)
     client = await mailing.signed_in()
     reply = await client.post(f"/invoices/{mailing.invoice_ids()[0]}/send", json=send_body())
     assert reply.status_code == 202, reply.text

@@ -25,6 +25,7 @@ from studio.config import Settings
 from studio.db import in_transaction, prepare
 from studio.demo import DEMO_PASSWORD, seed_demo
 from tests import backends
+from tests.mailserver import inbox, smtp  # noqa: F401  (fixtures of the tests that send email)
 
 ROOT = Path(__file__).resolve().parent.parent
 ADA, BEN = "ada@example.com", "ben@example.com"

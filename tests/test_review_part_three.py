@@ -11,7 +11,6 @@ import json
 import re
 import sqlite3
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -21,26 +20,11 @@ from studio import paging
 from studio.demo import DEMO_PASSWORD
 from tests import backends
 from tests.conftest import ADA, Running, database_digest, rows, running, scalar, table_counts
-from tests.test_sending import Inbox, MailServer, wait_for, with_mail
+from tests.mailserver import Inbox, MailServer
+from tests.test_sending import wait_for, with_mail
 
 pytestmark = pytest.mark.anyio
 TODAY = dt.datetime.now(dt.UTC).date().isoformat()
-
-
-@pytest.fixture
-def inbox() -> Inbox:
-    return Inbox()
-
-
-@pytest.fixture
-def smtp(inbox: Inbox) -> Iterator[MailServer]:
-    """A real SMTP server (aiosmtpd) on loopback."""
-    server = MailServer(inbox)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 async def signed_in(studio: Running) -> httpx.AsyncClient:

@@ -4,19 +4,13 @@ worker to a real SMTP server (aiosmtpd on loopback), and shown on the invoice pa
 from __future__ import annotations
 
 import asyncio
-import email
-import email.policy
 import io
-import threading
 import time
-from collections.abc import Iterator
-from email.message import EmailMessage
 from typing import Any
 
 import anyio
 import httpx
 import pytest
-from aiosmtpd.controller import Controller
 from pypdf import PdfReader
 
 from studio import mail, outbox
@@ -27,86 +21,17 @@ from tests.conftest import (
     Running,
     database_digest,
     execute,
-    free_port,
     rows,
     running,
     scalar,
 )
+from tests.mailserver import Inbox, MailServer
 from tests.test_words_pages import assert_plain
 
 pytestmark = pytest.mark.anyio
 
 SENDER = "Ada's studio <billing@studio.test>"
 PAGE = {"Accept": "text/html"}
-
-
-# --- a real SMTP server ----------------------------------------------------------------------
-
-
-class Inbox:
-    """What an SMTP server on loopback received; it may refuse, or run a hook on DATA."""
-
-    def __init__(self) -> None:
-        self.messages: list[EmailMessage] = []
-        self.refuse_rcpt = ""  # e.g. "550 5.1.1 No such mailbox"
-        self.on_data: Any = None
-        self.lock = threading.Lock()
-
-    async def handle_RCPT(self, server: Any, session: Any, envelope: Any, address: str,
-                          options: list[str]) -> str:
-        if self.refuse_rcpt:
-            return self.refuse_rcpt
-        envelope.rcpt_tos.append(address)
-        return "250 OK"
-
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        message = email.message_from_bytes(envelope.content, policy=email.policy.default)
-        with self.lock:
-            self.messages.append(message)  # type: ignore[arg-type]
-        if self.on_data is not None:
-            self.on_data(message)
-        return "250 2.0.0 Ok: queued"
-
-    def message_ids(self) -> list[str]:
-        with self.lock:
-            return [message["Message-ID"] for message in self.messages]
-
-
-class MailServer:
-    """aiosmtpd on 127.0.0.1 at a port that stays the same while it is stopped and started."""
-
-    def __init__(self, inbox: Inbox, port: int | None = None) -> None:
-        self.inbox = inbox
-        self.port = port or free_port()
-        self.controller: Controller | None = None
-
-    def start(self) -> None:
-        self.controller = Controller(self.inbox, hostname="127.0.0.1", port=self.port)
-        self.controller.start()
-
-    def stop(self) -> None:
-        if self.controller is not None:
-            self.controller.stop()
-            self.controller = None
-
-    @property
-    def url(self) -> str:
-        return f"smtp://127.0.0.1:{self.port}"
-
-
-@pytest.fixture
-def inbox() -> Inbox:
-    return Inbox()
-
-
-@pytest.fixture
-def smtp(inbox: Inbox) -> Iterator[MailServer]:
-    server = MailServer(inbox)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def with_mail(settings: Settings, server: MailServer, **changes: Any) -> Settings:

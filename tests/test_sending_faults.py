@@ -25,7 +25,8 @@ from tests.conftest import (
     start_server,
     wait_until,
 )
-from tests.test_sending import SENDER, Inbox, MailServer, send_body, wait_for, with_mail
+from tests.mailserver import Inbox, MailServer
+from tests.test_sending import SENDER, send_body, wait_for, with_mail
 
 
 def mail_env(smtp: MailServer) -> dict[str, str]:

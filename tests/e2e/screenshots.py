@@ -17,8 +17,8 @@ from playwright.sync_api import expect, sync_playwright
 
 from tests.conftest import ROOT, scalar, start_server
 from tests.e2e.conftest import BLUE_HARBOR, CHROMIUM, CHROMIUM_ARGS, NORTHWIND, sign_in
+from tests.mailserver import Inbox, MailServer
 from tests.test_attachments import png
-from tests.test_sending import Inbox, MailServer
 
 DOCS = ROOT / "docs"
 

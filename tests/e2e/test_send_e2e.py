@@ -12,7 +12,8 @@ from playwright.sync_api import Page, Request, expect
 
 from tests.conftest import free_port, rows
 from tests.e2e.conftest import NORTHWIND, Studio, lose_first_reply, sign_in
-from tests.test_sending import SENDER, Inbox, MailServer
+from tests.mailserver import Inbox, MailServer
+from tests.test_sending import SENDER
 
 pytestmark = pytest.mark.e2e
 

@@ -47,16 +47,6 @@ class Filters:
         return any((self.status, self.customer_id, self.text, self.since, self.until))
 
 
-def _date(value: str, what: str) -> str:
-    try:
-        if len(value) != 10:
-            raise ValueError(value)
-        return dt.date.fromisoformat(value).isoformat()
-    except ValueError:
-        raise Refusal("invalid_body", f"The {what} date must be a date like 2026-12-31.") \
-            from None
-
-
 def filters_of(query: Mapping[str, str]) -> Filters:
     """`?status=&customer_id=&q=&from=&to=` checked; a field left empty is no filter."""
     given = {name: (query.get(name) or "").strip() for name in
@@ -75,8 +65,8 @@ def filters_of(query: Mapping[str, str]) -> Filters:
     text = given["q"] or None
     if text is not None and len(text) > MAX_TEXT:
         raise Refusal("invalid_body", f"Search for at most {MAX_TEXT} characters.")
-    since = _date(given["from"], "from") if given["from"] else None
-    until = _date(given["to"], "to") if given["to"] else None
+    since = invoices.parse_date(given["from"], "from date") if given["from"] else None
+    until = invoices.parse_date(given["to"], "to date") if given["to"] else None
     if since and until and since > until:
         raise Refusal("invalid_body", "The from date must not be after the to date.")
     return Filters(status, customer_id, text, since, until)

@@ -64,7 +64,8 @@ def _customer(value: object) -> str:
     return identifiers.plain(value, "customer name").strip()
 
 
-def _date(value: object, what: str) -> str:
+def parse_date(value: object, what: str) -> str:
+    """A date like 2026-12-31, as written; `what` names it in the refusal."""
     try:
         if not isinstance(value, str) or len(value) != 10:
             raise ValueError(value)
@@ -74,7 +75,7 @@ def _date(value: object, what: str) -> str:
 
 
 def _due_date(value: object) -> str:
-    return _date(value, "due date")
+    return parse_date(value, "due date")
 
 
 def _supply_date(value: object) -> str | None:
@@ -82,7 +83,7 @@ def _supply_date(value: object) -> str | None:
     not said)."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    return _date(value, "supply date")
+    return parse_date(value, "supply date")
 
 
 def _notes(value: object) -> str:

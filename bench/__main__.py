@@ -66,6 +66,7 @@ TARGETS: dict[str, tuple[str, float]] = {
     "payment_ratio": ("<=", 1.5),
     "send_queue_ratio": ("<=", 1.5),
     "export_mb_100k": ("<=", 20),
+    "pg_export_mb_100k": ("<=", 20),
     # PostgreSQL (bench/pg.py), in a throwaway cluster of the run's own.
     "pg_create_intent_600_ratio": ("<=", 1.5),
     "pg_worker_scale_2": (">=", 1.8),
@@ -704,6 +705,21 @@ def bench_pg_issuing(work: Path, drafts: int) -> dict[str, Any]:
             "pg_issue_2hosts_failures": len(failures), "pg_issue_2hosts_problems": found}
 
 
+def bench_pg_export(work: Path, count: int) -> dict[str, Any]:
+    """`pg_export_mb_100k`: the SQLite part's export, the studio on PostgreSQL."""
+    url = pg.new_database("bench_export")
+    started = time.monotonic()
+    exports.seed_issued_many_pg(url, count)
+    seeded = time.monotonic() - started
+    server = Process("studio serve on PostgreSQL", ["-m", "studio.cli", "serve"],
+                     pg_env(work, url), work / "pg-export.log")
+    try:
+        found = {**exports.bench_export(server, count), "export_seed_s": seeded}
+    finally:
+        server.stop()
+    return {f"pg_{key}": value for key, value in found.items()}
+
+
 def measure_pg(work: Path, quick: bool) -> dict[str, Any]:
     """Every PostgreSQL figure; run inside the cluster `pg.in_cluster` makes."""
     parts: list[tuple[str, Callable[[], dict[str, Any]]]] = [
@@ -712,6 +728,7 @@ def measure_pg(work: Path, quick: bool) -> dict[str, Any]:
                                                       1 if quick else 2)),
         ("pg http", lambda: bench_pg_http(work, 4 if quick else 10)),
         ("pg issuing", lambda: bench_pg_issuing(work, 200 if quick else 600)),
+        ("pg export", lambda: bench_pg_export(work, 10_000 if quick else 100_000)),
     ]
     out: dict[str, Any] = {}
     for name, part in parts:
@@ -795,13 +812,16 @@ def print_table(results: dict[str, Any]) -> None:
     if "send_queue_ms" in results:
         print(f"an email queued: studio {results['send_queue_ms']:.2f} ms, raw"
               f" {results['send_queue_raw_ms']:.2f} ms (binding, share link and outbox row)")
-    if "export_mb_100k" in results:
-        print(f"CSV export of {results['export_rows']} invoices: {results['export_s']:.1f} s,"
-              f" {results['export_bytes'] / 2**20:.1f} MiB, first byte after"
-              f" {results['export_first_byte_s']:.1f} s; server RSS"
-              f" {results['export_rss_before_mb']:.1f} MB before, +"
-              f"{results['export_mb_100k']:.1f} MB at its peak; seeded in"
-              f" {results['export_seed_s']:.1f} s")
+    for prefix, backend in (("", "SQLite"), ("pg_", "PostgreSQL")):
+        if f"{prefix}export_mb_100k" in results:
+            found = {key[len(prefix):]: value for key, value in results.items()
+                     if key.startswith(f"{prefix}export_")}
+            print(f"CSV export of {found['export_rows']} invoices on {backend}:"
+                  f" {found['export_s']:.1f} s, {found['export_bytes'] / 2**20:.1f} MiB, first"
+                  f" byte after {found['export_first_byte_s']:.1f} s; server RSS"
+                  f" {found['export_rss_before_mb']:.1f} MB before, +"
+                  f"{found['export_mb_100k']:.1f} MB at its peak; seeded in"
+                  f" {found['export_seed_s']:.1f} s")
     if "facturx_ms" in results:
         print(f"Factur-X PDF of a {results['facturx_lines']}-line invoice: median"
               f" {results['facturx_ms']:.0f} ms, at most {results['facturx_max_ms']:.0f} ms"

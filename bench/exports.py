@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from bench.uploads import peak_rss_mb, reset_peak
-from studio import invoices, profiles
+from studio import invoices, postgres, profiles
 from studio.auth import add_actor
 from studio.db import in_transaction, prepare
 
@@ -31,14 +31,34 @@ DAYS = 365
 
 
 def seed_issued_many(db_path: Path, count: int) -> None:
-    """One invoice issued through the studio's own units, then `count - 1` copies of its row
-    (new id, number, place in the series, issue time and date) and of its balance row, by
-    direct SQL in one transaction."""
+    """`seed_issued` into a new SQLite file."""
     prepare(db_path)
     db = sqlite3.connect(db_path, isolation_level=None)
     db.row_factory = sqlite3.Row
+    try:
+        seed_issued(db, count, [row[1] for row in db.execute("PRAGMA table_info(invoices)")])
+    finally:
+        db.close()
 
-    def template(db: sqlite3.Connection) -> str:
+
+def seed_issued_many_pg(url: str, count: int) -> None:
+    """`seed_issued` into a PostgreSQL database the studio's schema is on."""
+    db = postgres.connect(url)
+    try:
+        seed_issued(db, count, [row[0] for row in db.execute(
+            "SELECT column_name FROM information_schema.columns"
+            " WHERE table_name = 'invoices' ORDER BY ordinal_position")])
+    finally:
+        db.close()
+
+
+def seed_issued(db: Any, count: int, columns: list[str]) -> None:
+    """One invoice issued through the studio's own units, then `count - 1` copies of its row
+    (new id, number, place in the series, issue time and date) and of its balance row, by
+    direct SQL in one transaction. `db` is a SQLite connection or the studio's PostgreSQL one,
+    `columns` the invoices table's columns."""
+
+    def template(db: Any) -> str:
         actor_id = add_actor(db, EMAIL, PASSWORD)
         profiles.save(db, actor_id, {"name": "Bench", "address": "1 Bench Row",
                                      "vat_id": "DE136695976"})
@@ -46,23 +66,22 @@ def seed_issued_many(db_path: Path, count: int) -> None:
         invoices.issue(db, actor_id, draft["id"], "template", 1)
         return draft["id"]
 
-    try:
-        first = in_transaction(db, template)
-        columns = [row[1] for row in db.execute("PRAGMA table_info(invoices)")]
-        varying = ["id", "number", "sequence", "issued_at", "issue_date", "created_at",
-                   "updated_at"]
-        kept = [c for c in columns if c not in varying]
-        copy = (f"INSERT INTO invoices ({', '.join(varying + kept)}) SELECT"
-                f" {', '.join(['?'] * len(varying) + kept)} FROM invoices WHERE id = ?")
-        year, owner = db.execute("SELECT series_year, owner_id FROM invoices WHERE id = ?",
-                                 (first,)).fetchone()
-        start = time.time() - DAYS * 86_400
-        made = []
-        for n in range(2, count + 1):
-            at = start + (n * DAYS * 86_400) / count
-            day = dt.datetime.fromtimestamp(at, dt.UTC).date().isoformat()
-            made.append((str(uuid.uuid4()), f"INV-{year}-{n:06d}", n, at, day, at, at, first))
-        db.execute("BEGIN IMMEDIATE")
+    first = in_transaction(db, template)
+    varying = ["id", "number", "sequence", "issued_at", "issue_date", "created_at",
+               "updated_at"]
+    kept = [c for c in columns if c not in varying]
+    copy = (f"INSERT INTO invoices ({', '.join(varying + kept)}) SELECT"
+            f" {', '.join(['?'] * len(varying) + kept)} FROM invoices WHERE id = ?")
+    year, owner = db.execute("SELECT series_year, owner_id FROM invoices WHERE id = ?",
+                             (first,)).fetchone()
+    start = time.time() - DAYS * 86_400
+    made = []
+    for n in range(2, count + 1):
+        at = start + (n * DAYS * 86_400) / count
+        day = dt.datetime.fromtimestamp(at, dt.UTC).date().isoformat()
+        made.append((str(uuid.uuid4()), f"INV-{year}-{n:06d}", n, at, day, at, at, first))
+
+    def copies(db: Any) -> None:
         db.executemany(copy, made)
         db.execute(
             "INSERT INTO balances (invoice_id, owner_id, currency, due_date, amount_paid,"
@@ -70,10 +89,9 @@ def seed_issued_many(db_path: Path, count: int) -> None:
             " SELECT invoices.id, invoices.owner_id, currency, due_date, '0.00', '0.00', total,"
             " 'unpaid', issued_at FROM invoices WHERE owner_id = ? AND id != ?", (owner, first))
         db.execute("UPDATE invoice_series SET last = ? WHERE owner_id = ?", (count, owner))
-        db.execute("COMMIT")
-        db.execute("ANALYZE")
-    finally:
-        db.close()
+
+    in_transaction(db, copies)
+    db.execute("ANALYZE")
 
 
 def rss_mb(pid: int) -> float:

@@ -117,18 +117,14 @@ def _current_logo(db: sqlite3.Connection, actor_id: str) -> tuple[str, bytes] | 
     return logo(db, actor_id, sha256) if sha256 else None
 
 
-SELLER = ("name", "address", "country", "vat_id", "tax_number", "email", "iban", "bic",
-          "payment_terms", "footer", "logo_sha256")
-
-
 def seller_snapshot(db: sqlite3.Connection, actor_id: str) -> dict[str, str | None]:
-    """The seller as issuing freezes it into an invoice; refused without a business name."""
-    row = db.execute(f"SELECT {', '.join(SELLER)} FROM profiles WHERE actor_id = ?",
-                     (actor_id,)).fetchone()
-    if row is None or not row["name"].strip():
+    """The seller as issuing freezes it into an invoice: the whole profile with its logo;
+    refused without a business name."""
+    seller = _read(db, actor_id)
+    if not seller["name"].strip():
         raise Refusal("invoice_incomplete", "Add your business name in Settings before issuing: "
                                             "it is printed on the invoice as the seller.")
-    return {name: row[name] for name in SELLER}
+    return seller
 
 
 async def get_profile(db: Database, actor: Actor) -> dict[str, Any]:

@@ -167,7 +167,7 @@ def lease_body(invoice_ids: list[str], request_id: str = "req-1", **extra: Any) 
 
 
 async def wait_for_status(client: httpx.AsyncClient, lease_id: str, wanted: str,
-                          seconds: float = 10.0) -> dict[str, Any]:
+                          seconds: float = 30.0) -> dict[str, Any]:
     import anyio
 
     deadline = time.monotonic() + seconds

@@ -169,17 +169,16 @@ async def _gated_lease(studio, gate: GatedProvider) -> tuple[Any, str, str]:
     client = await studio.signed_in()
     invoice = studio.invoice_ids()[0]
     made = await client.post("/leases", json=lease_body([invoice]))
-    await asyncio.wait_for(gate.started.wait(), 5)
+    await asyncio.wait_for(gate.started.wait(), 30)
     return client, made.json()["lease_id"], invoice
 
 
 async def _released(studio, gate: GatedProvider, lease_id: str) -> None:
     gate.release.set()
-    for _ in range(200):
-        if events(studio.settings.db_path, lease_id, "late_completion"):
-            return
+    deadline = time.monotonic() + 30
+    while not events(studio.settings.db_path, lease_id, "late_completion"):
+        assert time.monotonic() < deadline, "the late completion was never recorded"
         await asyncio.sleep(0.02)
-    raise AssertionError("the late completion was never recorded")
 
 
 async def test_late_completion_after_cancel_writes_nothing(settings):
@@ -313,7 +312,7 @@ async def test_the_sweeper_expires_a_silent_lease_within_about_a_second(settings
     async with running(settings.with_changes(lease_seconds=1.0), {"local": gate}) as studio:
         client, lease_id, invoice = await _gated_lease(studio, gate)
         deadline = rows(settings.db_path, "SELECT deadline_at FROM leases")[0][0]
-        await wait_for_status(client, lease_id, "expired", seconds=5)
+        await wait_for_status(client, lease_id, "expired")
         ended_at = rows(settings.db_path, "SELECT ended_at FROM leases")[0][0]
         assert 0 <= ended_at - deadline < 1.5
         gate.release.set()
@@ -345,7 +344,7 @@ async def test_a_sign_out_during_planning_leaves_no_lease(studio):
     providers.resolve = slow_resolve
     submitting = asyncio.create_task(client.post("/leases",
                                                  json=lease_body(studio.invoice_ids()[:1])))
-    await asyncio.wait_for(planning.wait(), 5)
+    await asyncio.wait_for(planning.wait(), 30)
     other = studio.client()
     other.cookies.set("studio_session", client.cookies.get("studio_session"))
     assert (await other.post("/logout")).status_code == 200

@@ -65,7 +65,7 @@ def test_a_killed_worker_loses_no_task_and_no_task_is_saved_twice(tmp_path):
         # Wait until the doomed worker holds tasks, then kill it mid-generation.
         wait_until(lambda: scalar(db_path, "SELECT COUNT(*) FROM tasks WHERE status = 'running'"
                                            " AND claim LIKE ?", f"%:{doomed.pid}:%") >= 1,
-                   15, "the doomed worker to claim")
+                   60, "the doomed worker to claim")
         os.kill(doomed.pid, signal.SIGKILL)
         doomed.wait(10)
         held = scalar(db_path, "SELECT COUNT(*) FROM tasks WHERE status = 'running'")
@@ -74,7 +74,7 @@ def test_a_killed_worker_loses_no_task_and_no_task_is_saved_twice(tmp_path):
         rescuer = start_worker(db_path, "rescuer", STUDIO_PROVIDER_DELAY_S="0",
                                STUDIO_CLAIM_SECONDS="1.5")
         try:
-            wait_until(lambda: scalar(db_path, "SELECT status FROM leases") == "proposed", 30,
+            wait_until(lambda: scalar(db_path, "SELECT status FROM leases") == "proposed", 60,
                        "the rescuing worker to finish the lease")
         finally:
             rescuer.terminate()
@@ -103,7 +103,7 @@ def test_a_working_worker_keeps_its_claim_alive(tmp_path):
         with closing(sign_in(server.url)) as client:
             lease_id = client.post("/leases", json=lease_body(invoice_ids(db_path)[:1])).json()[
                 "lease_id"]
-        wait_until(lambda: scalar(db_path, "SELECT status FROM leases") == "proposed", 20,
+        wait_until(lambda: scalar(db_path, "SELECT status FROM leases") == "proposed", 60,
                    "the lease to be proposed")
         assert scalar(db_path, "SELECT attempts FROM tasks WHERE lease_id = ?", lease_id) == 1
     finally:

@@ -87,7 +87,7 @@ async def test_an_issued_invoice_downloads_as_facturx_and_is_emailed_whatever_te
         assert sent.status_code == 202, sent.text
         await wait_for(lambda: scalar(settings.db_path, "SELECT status FROM sends WHERE id = ?",
                                       sent.json()["send_id"]) != "queued",
-                       seconds=8.0, what="the send to leave the queue")
+                       seconds=60.0, what="the send to leave the queue")
         assert scalar(settings.db_path, "SELECT status FROM sends WHERE id = ?",
                       sent.json()["send_id"]) == "sent"
         assert len(inbox.messages) == 1
@@ -114,7 +114,7 @@ async def test_a_send_to_an_address_smtp_cannot_carry_is_refused_or_fails_with_a
         def status() -> str:
             return scalar(settings.db_path, "SELECT status FROM sends WHERE id = ?", send_id)
 
-        await wait_for(lambda: status() != "queued", seconds=8.0, what="the send to end")
+        await wait_for(lambda: status() != "queued", seconds=60.0, what="the send to end")
         [row] = rows(settings.db_path, "SELECT status, reply FROM sends WHERE id = ?", send_id)
         assert row["status"] in ("sent", "failed") and row["reply"], tuple(row)
 
@@ -270,7 +270,7 @@ async def test_a_subject_that_cannot_be_a_header_is_refused_or_the_email_still_l
         assert reply.status_code == 202, reply.text
         send_id = reply.json()["send_id"]
         await wait_for(lambda: scalar(settings.db_path, "SELECT status FROM sends WHERE id = ?",
-                                      send_id) != "queued", seconds=8.0, what="the send to end")
+                                      send_id) != "queued", seconds=60.0, what="the send to end")
         assert scalar(settings.db_path, "SELECT status FROM sends WHERE id = ?",
                       send_id) == "sent"
         assert len(inbox.messages) == 1

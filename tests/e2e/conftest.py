@@ -97,7 +97,7 @@ class Studio:
     def lease_count(self) -> int:
         return scalar(self.db_path, "SELECT COUNT(*) FROM leases")
 
-    def wait_for_lease(self, lease_id: str, status: str, seconds: float = 15.0) -> Any:
+    def wait_for_lease(self, lease_id: str, status: str, seconds: float = 30.0) -> Any:
         deadline = time.monotonic() + seconds
         while True:
             lease = self.lease(lease_id)
@@ -195,7 +195,7 @@ def lease_polls(page: Page, lease_id: str) -> Callable[[], int]:
     return lambda: count[0]
 
 
-def wait_until(page: Page, check: Callable[[], bool], seconds: float = 10.0) -> None:
+def wait_until(page: Page, check: Callable[[], bool], seconds: float = 30.0) -> None:
     """Let the page run (its events are delivered only while Playwright waits) until check()."""
     deadline = time.monotonic() + seconds
     while not check():

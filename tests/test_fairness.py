@@ -72,6 +72,10 @@ async def wait_for(check: Any) -> None:
             await asyncio.sleep(0.01)
 
 
+def tasks_done(settings: Any) -> int:
+    return scalar(settings.db_path, "SELECT COUNT(*) FROM tasks WHERE status = 'done'")
+
+
 async def test_one_task_from_ben_finishes_within_two_task_times_of_adas_big_batch(settings):
     slow = TokenProvider()
     two_slots = settings.with_changes(worker_slots=2, sweeper=False)
@@ -85,9 +89,11 @@ async def test_one_task_from_ben_finishes_within_two_task_times_of_adas_big_batc
         while (await ben.get(f"/leases/{bens['lease_id']}")).json()["status"] != "proposed":
             assert released <= 3, "Ben's task waited behind Ada's batch"
             await wait_for(lambda: slow.waiting == 2)
+            finished = tasks_done(settings)
             slow.tokens.release()
             released += 1
-            await asyncio.sleep(0.05)
+            # The released task's outcome is on disk before Ben's lease is looked at again.
+            await wait_for(lambda f=finished: tasks_done(settings) == f + 1)
         # At most three releases are two task times on two slots: the first frees a slot
         # (one task time); Ben's task then runs beside one of Ada's, and the next two
         # releases, which either may take, end that second task time. Ada's batch has

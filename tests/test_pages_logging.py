@@ -6,12 +6,20 @@ from __future__ import annotations
 import json
 import logging
 import logging.config
-import time
 from contextlib import closing
 from pathlib import Path
 
 from studio import logs
-from tests.conftest import ADA, scalar, sign_in, start_server
+from tests.conftest import ADA, Server, scalar, sign_in, start_server, wait_until
+
+
+def answered(server: Server) -> list[tuple[str, str, int]]:
+    """The request lines the server's log holds so far, each written whole."""
+    text = server.log()
+    whole = text[:text.rfind("\n") + 1].splitlines()
+    lines = [json.loads(line) for line in whole if line.startswith("{")]
+    return [(line["method"], line["route"], line["status"]) for line in lines
+            if line["logger"] == "studio.request"]
 
 
 def test_a_pdf_download_writes_one_request_line_and_no_library_chatter(tmp_path: Path) -> None:
@@ -23,10 +31,14 @@ def test_a_pdf_download_writes_one_request_line_and_no_library_chatter(tmp_path:
             invoice = scalar(db_path, "SELECT invoices.id FROM invoices JOIN actors ON"
                              " actors.id = owner_id WHERE email = ? AND status = 'issued'"
                              " ORDER BY number", ADA)
+            # A request line is written as its answer ends, a moment after the client has it.
+            wait_until(lambda: ("POST", "/login", 200) in answered(server), 30,
+                       "the sign-in's request line")
             before = len(server.log().splitlines())
             pdf = client.get(f"/invoices/{invoice}.pdf")
             assert pdf.status_code == 200 and pdf.content.startswith(b"%PDF")
-            time.sleep(0.5)  # the request line is written as the answer ends
+            wait_until(lambda: ("GET", "/invoices/{invoice_id}.pdf", 200) in answered(server), 30,
+                       "the download's request line")
             written = server.log().splitlines()[before:]
     finally:
         server.stop()

@@ -115,11 +115,13 @@ def test_an_issued_invoice_shows_its_own_address_at_once(page: Page, studio: Stu
     invoice_url = page.url
     page.get_by_role("link", name="Review and issue…").click()
     expect(page.locator("#submit")).to_be_enabled()
+    page.evaluate("window.reviewStep = true")  # gone once the page is loaded again
     with page.expect_response("**/issue") as issued:
         page.locator("#submit").click()
     assert issued.value.status == 201
-    # Not the review step's address for a moment longer: the invoice's, as soon as it is issued.
-    page.wait_for_function(f"location.href === {invoice_url!r}", timeout=400)
+    # Not the review step's address for a moment longer: the invoice's, as soon as it is
+    # issued, while the review step is still the page shown (before it loads the invoice).
+    page.wait_for_function(f"window.reviewStep === true && location.href === {invoice_url!r}")
     expect(page.get_by_role("heading", level=1)).to_contain_text("INV-")
     page.go_back()
     expect(page).not_to_have_url(re.compile(r"/issue$"))

@@ -7,9 +7,10 @@ invoice: number, issue and supply dates, both parties' names, addresses, countri
 IDs, the lines with their discounts, net and tax per rate, the total; and what a buyer needs
 to pay it: due date, payment terms, bank details and, for EUR, an EPC QR code (the European
 Payments Council's SEPA credit-transfer code, which banking apps scan to fill in the
-transfer). The printable HTML view (`templates/document.html`) shows the same facts, from the
-same functions below. A credit note says it is one, names the invoice it credits, shows its
-amounts as credit and has no due date and nothing to pay.
+transfer). A rate of 0 % says why no VAT is charged where the parties show it (art. 226(11)
+and (11a)): see `category_of`. The printable HTML view (`templates/document.html`) shows the
+same facts, from the same functions below. A credit note says it is one, names the invoice it
+credits, shows its amounts as credit and has no due date and nothing to pay.
 
 Why another process: fpdf2 holds the GIL for the whole render (a 200-line invoice takes a
 while), so a thread of the serving process, the writer's included, would stall the event
@@ -29,6 +30,7 @@ import sqlite3
 import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -44,8 +46,9 @@ from studio.money import rounded, shown
 
 FONTS = assets.folder("static") / "fonts"
 TITLES = {"invoice": "Invoice", "credit_note": "Credit note"}
-# The document's layout; a new one renders kept documents again (they are keyed by it).
-LAYOUT = "pdf-3"
+# The document's layout; a new one renders kept documents again (they are keyed by it), and
+# the bytes kept under an earlier one stay in the table as they were.
+LAYOUT = "pdf-4"
 # Half the cores: the serving process keeps the rest.
 RENDERERS = max(1, (os.cpu_count() or 2) // 2)
 # What the EPC QR code can carry (the EPC069-12 guidelines): a name of 70 characters, an
@@ -109,6 +112,82 @@ def party_lines(party: dict[str, Any] | None) -> list[str]:
 def buyer_of(invoice: dict[str, Any]) -> dict[str, Any]:
     """The buyer kept at issue; one issued before buyers were kept has its name alone."""
     return invoice.get("buyer") or {"name": invoice["customer"]}
+
+
+# --- why a rate of 0 % charges no VAT -------------------------------------------------------
+
+# The EU's member states, by ISO 3166-1 code.
+EU = frozenset("AT BE BG CY CZ DE DK EE ES FI FR GR HR HU IE IT LT LU LV MT NL PL PT RO SE SI"
+               " SK".split())
+# The VAT ID prefix that is not the ISO country code.
+VAT_PREFIX_COUNTRY = {"EL": "GR"}
+
+
+@dataclass(frozen=True)
+class VatCategory:
+    """A VAT category of EN 16931 (UNTDID 5305), with the exemption reason text and code
+    (VATEX) the e-invoice gives, and the words the document prints under the rate."""
+
+    code: str
+    reason: str = ""
+    reason_code: str = ""
+    words: str = ""
+
+
+STANDARD = VatCategory("S")
+ZERO_RATED = VatCategory("Z")
+REVERSE_CHARGE = VatCategory(
+    "AE", "Reverse charge", "VATEX-EU-AE",
+    "Reverse charge: VAT is due from the buyer (Article 196, Directive 2006/112/EC)")
+EXPORT = VatCategory(
+    "G", "Export outside the EU", "VATEX-EU-G",
+    "Export outside the EU: exempt from VAT (Article 146, Directive 2006/112/EC)")
+
+
+def country_of(party: dict[str, Any]) -> str:
+    """The party's ISO 3166-1 country, or the one its VAT ID begins with."""
+    country = (party.get("country") or "").strip().upper()
+    vat_id = (party.get("vat_id") or "").strip().upper()
+    if not country and len(vat_id) > 2 and vat_id[:2].isalpha():
+        country = VAT_PREFIX_COUNTRY.get(vat_id[:2], vat_id[:2])
+    return country
+
+
+def zero_rate_category(invoice: dict[str, Any]) -> VatCategory:
+    """Why a rate of 0 % on this invoice charges no VAT, judged only from the seller and buyer
+    kept at issue, so an issued invoice always says the same:
+
+    - seller and buyer in different EU member states, both with a VAT ID: reverse charge
+      (the buyer accounts for the VAT, art. 196);
+    - a seller in the EU with a VAT ID, a buyer whose country is outside the EU: export;
+    - anything else (same country, a buyer without a VAT ID, a party whose country is not
+      known, a seller outside the EU): zero rated, which needs no reason.
+
+    Goods dispatched to another member state (category K, art. 138) are not told apart from
+    services: a seller of goods writes its own words in the notes.
+    """
+    seller, buyer = invoice.get("seller") or {}, buyer_of(invoice)
+    selling_from, buying_in = country_of(seller), country_of(buyer)
+    if selling_from not in EU or not (seller.get("vat_id") or "").strip():
+        return ZERO_RATED
+    if buying_in in EU and buying_in != selling_from and (buyer.get("vat_id") or "").strip():
+        return REVERSE_CHARGE
+    if buying_in and buying_in not in EU:
+        return EXPORT
+    return ZERO_RATED
+
+
+def category_of(invoice: dict[str, Any], rate: str) -> VatCategory:
+    """The VAT category of a rate on this invoice: standard above 0 %, else as the parties
+    say (`zero_rate_category`)."""
+    return STANDARD if Decimal(rate) else zero_rate_category(invoice)
+
+
+def tax_notes(invoice: dict[str, Any]) -> dict[str, str]:
+    """The words the tax table prints under each rate that has some, by rate."""
+    notes = {rate["rate"]: category_of(invoice, rate["rate"]).words
+             for rate in invoice["tax_breakdown"]}
+    return {rate: words for rate, words in notes.items() if words}
 
 
 def payment_lines(invoice: dict[str, Any]) -> list[str]:
@@ -191,7 +270,7 @@ def page_of(invoice: dict[str, Any]) -> dict[str, Any]:
             "facts": facts_of(invoice), "seller_lines": party_lines(invoice["seller"]),
             "buyer_lines": party_lines(buyer_of(invoice)),
             "payment_lines": payment_lines(invoice), "qr": qr_data_uri(invoice),
-            "logo": logo_data_uri(invoice)}
+            "logo": logo_data_uri(invoice), "tax_notes": tax_notes(invoice)}
 
 
 def _heading(pdf: FPDF, text: str, width: float, **where: Any) -> None:
@@ -268,11 +347,17 @@ def render_pdf(invoice: dict[str, Any], fonts: Path = FONTS) -> bytes:
         pdf.cell(cell_width, 6, name, border="B", align="R")
     pdf.ln()
     pdf.set_font("Sans", "", 10)
+    notes = tax_notes(invoice)
     for rate in invoice["tax_breakdown"]:
         pdf.cell(label_width, 6, f"{rate['rate']} %", align="R")
         pdf.cell(amount_width, 6, shown(as_credit(rate["net"], invoice), currency), align="R")
         pdf.cell(amount_width, 6, shown(as_credit(rate["tax"], invoice), currency), align="R",
                  new_x="LMARGIN", new_y="NEXT")
+        if rate["rate"] in notes:  # why this rate charges no VAT (art. 226(11), (11a))
+            pdf.set_font("Sans", "", 8)
+            pdf.multi_cell(width, 4, notes[rate["rate"]], align="R", new_x="LMARGIN",
+                           new_y="NEXT")
+            pdf.set_font("Sans", "", 10)
     pdf.ln(2)
     total = "Total credited" if is_credit(invoice) else "Total"
     label_width = width * 0.82

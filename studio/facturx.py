@@ -7,8 +7,11 @@ library, which also makes it a PDF/A-3; the result is kept beside the PDF in
 `issued_documents` under a layout of its own, so it is built once.
 
 A credit note is type 381 with positive amounts (the type says they are credited) and names
-the invoice it credits. An invoice issued before buyers and full sellers were kept carries
-what it has: the buyer's name alone, and the seller's name, address and VAT ID.
+the invoice it credits. A rate of 0 % is reverse charge, an export or zero rated as the
+kept seller and buyer say (`documents.zero_rate_category`), the first two with their
+exemption reason and VATEX code in the tax breakdown (BT-120, BT-121). An invoice issued
+before buyers and full sellers were kept carries what it has: the buyer's name alone, and
+the seller's name, address and VAT ID.
 """
 
 from __future__ import annotations
@@ -38,9 +41,7 @@ SEPA_CREDIT_TRANSFER = "58"
 # UN/ECE Recommendation 20: "one", a unit without a name of its own.
 UNIT = "C62"
 # The e-invoice's own layout, kept beside the document's: a change to either builds it anew.
-LAYOUT = "facturx-1"
-# The VAT ID prefix that is not the ISO country code.
-VAT_PREFIX_COUNTRY = {"EL": "GR"}
+LAYOUT = "facturx-2"
 
 
 def layout() -> str:
@@ -68,38 +69,54 @@ def _date(parent: etree._Element, tag: str, day: str, kind: str = "udt") -> None
     _el(_el(parent, tag), f"{kind}:DateTimeString", day.replace("-", ""), format="102")
 
 
-def _country(party: dict[str, Any]) -> str:
-    """The party's ISO 3166-1 country, or the one its VAT ID begins with."""
-    country = (party.get("country") or "").strip().upper()
-    vat_id = (party.get("vat_id") or "").strip().upper()
-    if not country and len(vat_id) > 2 and vat_id[:2].isalpha():
-        country = VAT_PREFIX_COUNTRY.get(vat_id[:2], vat_id[:2])
-    return country
+def address_parts(address: str, country: str = "") -> dict[str, str]:
+    """A typed address as CII's parts, by one fixed rule (the studio keeps an address as the
+    person typed it, so the parts are read from its lines):
+
+    1. Its lines, blank ones left out; a single line is split at its commas
+       (`Hauptstr. 5, 10115 Berlin` reads as two lines).
+    2. A last line that only names the party's country (`Germany`, `DE`) is left out: the
+       country has a field of its own.
+    3. With two lines or more, the last is the city line; its first word is the postcode when
+       it holds a digit and more words follow (`10115 Berlin`, `75001 Paris`); otherwise the
+       whole line is the city (`London W1`: no postcode is guessed from the end).
+    4. The lines before it are lines one and two; any further are joined into line three.
+
+    A one-line address without commas is line one alone, with no city or postcode.
+    """
+    lines = [line.strip() for line in address.splitlines() if line.strip()]
+    if len(lines) == 1:
+        lines = [part.strip() for part in lines[0].split(",") if part.strip()]
+    if len(lines) > 1 and country and lines[-1].casefold() in (
+            country.casefold(), documents.country_name(country).casefold()):
+        lines.pop()
+    parts: dict[str, str] = {}
+    if len(lines) > 1:
+        city = lines.pop()
+        first, _, rest = city.partition(" ")
+        if rest.strip() and any(ch.isdigit() for ch in first):
+            parts["postcode"], city = first, rest.strip()
+        parts["city"] = city
+    for name, line in zip(("line_one", "line_two"), lines, strict=False):
+        parts[name] = line
+    if len(lines) > 2:
+        parts["line_three"] = ", ".join(lines[2:])
+    return parts
 
 
 def _address(parent: etree._Element, party: dict[str, Any]) -> None:
-    """The address as typed, its last line as the city (a leading postcode apart: `10115
-    Berlin`), the lines before it as lines one to three. CII wants a country in every address,
-    so a party without one has none."""
-    country = _country(party)
+    """The party's address in CII's parts (`address_parts`). CII wants a country in every
+    address, so a party without one has none."""
+    country = documents.country_of(party)
     if not country:
         return
-    lines = [line.strip() for line in (party.get("address") or "").splitlines() if line.strip()]
+    parts = address_parts(party.get("address") or "", country)
     address = _el(parent, "ram:PostalTradeAddress")
-    city = lines.pop() if len(lines) > 1 else None
-    postcode = None
-    if city and " " in city and any(ch.isdigit() for ch in city.split()[0]):
-        postcode, city = city.split(" ", 1)
-    if postcode:
-        _el(address, "ram:PostcodeCode", postcode)
-    if lines:
-        _el(address, "ram:LineOne", lines[0])
-    if len(lines) > 1:
-        _el(address, "ram:LineTwo", lines[1])
-    if len(lines) > 2:
-        _el(address, "ram:LineThree", ", ".join(lines[2:]))
-    if city:
-        _el(address, "ram:CityName", city.strip())
+    for name, tag in (("postcode", "ram:PostcodeCode"), ("line_one", "ram:LineOne"),
+                      ("line_two", "ram:LineTwo"), ("line_three", "ram:LineThree"),
+                      ("city", "ram:CityName")):
+        if parts.get(name):
+            _el(address, tag, parts[name])
     _el(address, "ram:CountryID", country)
 
 
@@ -118,19 +135,16 @@ def _party(parent: etree._Element, tag: str, party: dict[str, Any]) -> None:
             schemeID="FC")
 
 
-def _category(rate: str) -> str:
-    """UNTDID 5305: standard rate, or zero rated."""
-    return "S" if Decimal(rate) else "Z"
-
-
-def _line_tax(parent: etree._Element, rate: str) -> None:
+def _line_tax(parent: etree._Element, rate: str, invoice: dict[str, Any]) -> None:
     tax = _el(parent, "ram:ApplicableTradeTax")
     _el(tax, "ram:TypeCode", "VAT")
-    _el(tax, "ram:CategoryCode", _category(rate))
+    _el(tax, "ram:CategoryCode", documents.category_of(invoice, rate).code)
     _el(tax, "ram:RateApplicablePercent", rate)
 
 
-def _line(parent: etree._Element, number: int, line: dict[str, Any], currency: str) -> None:
+def _line(parent: etree._Element, number: int, line: dict[str, Any], invoice: dict[str, Any]
+          ) -> None:
+    currency = invoice["currency"]
     item = _el(parent, "ram:IncludedSupplyChainTradeLineItem")
     _el(_el(item, "ram:AssociatedDocumentLineDocument"), "ram:LineID", str(number))
     _el(_el(item, "ram:SpecifiedTradeProduct"), "ram:Name", line["description"])
@@ -140,7 +154,7 @@ def _line(parent: etree._Element, number: int, line: dict[str, Any], currency: s
     _el(_el(item, "ram:SpecifiedLineTradeDelivery"), "ram:BilledQuantity",
         str(line["quantity"]), unitCode=UNIT)
     settlement = _el(item, "ram:SpecifiedLineTradeSettlement")
-    _line_tax(settlement, str(line["tax_rate"]))
+    _line_tax(settlement, str(line["tax_rate"]), invoice)
     discount = str(line.get("discount_percent") or "0")
     if Decimal(discount):
         gross = money.rounded(Decimal(line["quantity"]) * Decimal(line["unit_price"]), currency)
@@ -173,7 +187,7 @@ def xml_of(invoice: dict[str, Any]) -> bytes:
 
     trade = _el(root, "rsm:SupplyChainTradeTransaction")
     for number, line in enumerate(invoice["line_items"], start=1):
-        _line(trade, number, line, currency)
+        _line(trade, number, line, invoice)
 
     agreement = _el(trade, "ram:ApplicableHeaderTradeAgreement")
     _party(agreement, "ram:SellerTradeParty", seller)
@@ -196,11 +210,16 @@ def xml_of(invoice: dict[str, Any]) -> bytes:
         if bic:
             _el(_el(means, "ram:PayeeSpecifiedCreditorFinancialInstitution"), "ram:BICID", bic)
     for rate in invoice["tax_breakdown"]:
+        category = documents.category_of(invoice, rate["rate"])
         tax = _el(settlement, "ram:ApplicableTradeTax")
         _el(tax, "ram:CalculatedAmount", rate["tax"])
         _el(tax, "ram:TypeCode", "VAT")
+        if category.reason:  # BT-120; S and Z must have none (BR-S-10, BR-Z-10)
+            _el(tax, "ram:ExemptionReason", category.reason)
         _el(tax, "ram:BasisAmount", rate["net"])
-        _el(tax, "ram:CategoryCode", _category(rate["rate"]))
+        _el(tax, "ram:CategoryCode", category.code)
+        if category.reason_code:  # BT-121
+            _el(tax, "ram:ExemptionReasonCode", category.reason_code)
         _el(tax, "ram:RateApplicablePercent", rate["rate"])
     if not credit:  # a credit note asks for no payment
         terms = _el(settlement, "ram:SpecifiedTradePaymentTerms")

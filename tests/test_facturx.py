@@ -261,3 +261,51 @@ async def test_the_invoice_page_links_both_e_invoice_downloads(studio) -> None:
     page = await client.get(f"/invoices/{first}", headers={"Accept": "text/html"})
     assert f'href="/invoices/{first}.facturx.pdf"' in page.text
     assert f'href="/invoices/{first}.xml"' in page.text
+
+
+# --- the buyer's address in CII's parts -------------------------------------------------------
+
+
+def test_a_multi_line_address_gives_its_lines_postcode_and_city_and_leaves_the_country_out(
+        ) -> None:
+    typed = "Acme House\n2 Rue de la Paix\n\nBâtiment B\nEscalier 3\n75001 Paris\nFrance\n"
+    assert facturx.address_parts(typed, "FR") == {
+        "line_one": "Acme House", "line_two": "2 Rue de la Paix",
+        "line_three": "Bâtiment B, Escalier 3", "postcode": "75001", "city": "Paris"}
+    assert facturx.address_parts("Hauptstr. 5\n10115 Berlin\nDE", "DE") == {
+        "line_one": "Hauptstr. 5", "postcode": "10115", "city": "Berlin"}
+
+
+def test_a_one_line_address_is_split_at_its_commas_or_is_line_one_alone() -> None:
+    assert facturx.address_parts("Hauptstr. 5, 10115 Berlin", "DE") == {
+        "line_one": "Hauptstr. 5", "postcode": "10115", "city": "Berlin"}
+    assert facturx.address_parts("Hauptstr. 5", "DE") == {"line_one": "Hauptstr. 5"}
+    assert facturx.address_parts("", "DE") == {}
+
+
+def test_an_address_without_a_postcode_keeps_its_last_line_as_the_city() -> None:
+    assert facturx.address_parts("Brotweg 3\nBerlin", "DE") == {
+        "line_one": "Brotweg 3", "city": "Berlin"}
+    # No postcode is guessed from a line's end: the whole line is the city.
+    assert facturx.address_parts("12 Analytical Row\nLondon W1A 1AA", "GB") == {
+        "line_one": "12 Analytical Row", "city": "London W1A 1AA"}
+    # A first word with a digit and nothing after it is no postcode either.
+    assert facturx.address_parts("Unit 4\n75001", "FR") == {"line_one": "Unit 4",
+                                                            "city": "75001"}
+
+
+async def test_the_buyers_typed_address_reaches_the_xml_in_its_parts(studio) -> None:
+    client = await studio.signed_in()
+    assert (await client.post("/settings", json=SELLER)).status_code == 200
+    customer = await client.post("/customers", json={
+        **BUYER, "address": "Acme SARL\n2 Rue de la Paix\nBâtiment B\n75001 Paris\nFrance"})
+    assert customer.status_code == 201, customer.text
+    made = await client.post("/invoices", json={
+        "customer_id": customer.json()["id"], "currency": "EUR", "due_date": "2027-01-31",
+        "line_items": TWO_RATES})
+    invoice = await issue(client, made.json()["id"])
+    tree = xml_tree((await client.get(f"/invoices/{invoice['id']}.xml")).content)
+    [address] = tree.xpath("//ram:BuyerTradeParty/ram:PostalTradeAddress", namespaces=NS)
+    assert [(etree.QName(part).localname, part.text) for part in address] == [
+        ("PostcodeCode", "75001"), ("LineOne", "Acme SARL"), ("LineTwo", "2 Rue de la Paix"),
+        ("LineThree", "Bâtiment B"), ("CityName", "Paris"), ("CountryID", "FR")]

@@ -197,7 +197,7 @@ async def test_the_sellers_logo_is_on_the_pdf_and_the_page(studio) -> None:
     page = (await client.get(f"/invoices/{invoice['id']}/document", headers=PAGE)).text
     assert 'class="logo" src="data:image/png;base64,' in page
     assert scalar(db_path, "SELECT layout FROM issued_documents WHERE invoice_id = ?",
-                  invoice["id"]) == documents.LAYOUT == "pdf-3"
+                  invoice["id"]) == documents.LAYOUT == "pdf-4"
 
 
 async def test_an_invoice_issued_before_buyers_were_kept_still_has_a_document(studio) -> None:
@@ -233,3 +233,111 @@ async def test_a_draft_form_has_the_new_fields_and_saves_them(studio) -> None:
         "2027-02-01", "Line one\nLine two", "105.00", customer_id)
     page = (await client.get(f"/invoices/{stored['id']}", headers=PAGE)).text
     assert 'name="discount_percent" value="5"' in page and "Line one\nLine two" in page
+
+
+# --- why a rate of 0 % charges no VAT (art. 226(11), (11a)) ------------------------------------
+
+REVERSE_CHARGE = "Reverse charge: VAT is due from the buyer (Article 196, Directive 2006/112/EC)"
+EXPORT = "Export outside the EU: exempt from VAT (Article 146, Directive 2006/112/EC)"
+GERMAN_SELLER = {"country": "DE", "vat_id": "DE136695976", "address": "Hauptstraße 1\n10115 Berlin"}
+ZERO_RATE = [line("Design", "3", "19.99", "0", "10"), line("Print run", "2", "12.50", "0")]
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+async def issued_at_zero(studio: Any, client: Any, **buyer: str) -> dict[str, Any]:
+    full_seller(studio.settings.db_path, **GERMAN_SELLER)
+    customer_id = add_customer(studio.settings.db_path, **buyer)
+    draft = await client.post("/invoices", json=full_body(customer_id=customer_id,
+                                                          line_items=ZERO_RATE))
+    assert draft.status_code == 201, draft.text
+    assert (await issue(client, draft.json())).status_code == 201
+    return (await client.get(f"/invoices/{draft.json()['id']}")).json()
+
+
+async def words_of(client: Any, invoice: dict[str, Any]) -> tuple[str, str]:
+    pdf = (await client.get(f"/invoices/{invoice['id']}.pdf")).content
+    page = (await client.get(f"/invoices/{invoice['id']}/document", headers=PAGE)).text
+    return one_line(text_of(pdf)), page
+
+
+async def test_a_zero_rate_to_a_vat_registered_buyer_in_another_eu_state_says_reverse_charge(
+        studio) -> None:
+    client = await studio.signed_in()
+    invoice = await issued_at_zero(studio, client, country="FR", vat_id="FR40303265045",
+                                   address="2 Rue de la Paix\n75001 Paris")
+    pdf, page = await words_of(client, invoice)
+    assert f"0 % €78.97 €0.00 {REVERSE_CHARGE}" in pdf
+    assert "VAT ID DE136695976" in pdf and "VAT ID FR40303265045" in pdf
+    assert f'<tr class="tax-note"><td colspan="3" class="num">{REVERSE_CHARGE}</td></tr>' \
+        in page
+    xml = (await client.get(f"/invoices/{invoice['id']}.xml")).text
+    assert "<ram:CategoryCode>AE</ram:CategoryCode>" in xml
+    assert "<ram:ExemptionReason>Reverse charge</ram:ExemptionReason>" in xml
+    assert scalar(studio.settings.db_path, "SELECT layout FROM issued_documents"
+                  " WHERE invoice_id = ?", invoice["id"]) == "pdf-4"
+
+
+async def test_a_zero_rate_to_a_buyer_outside_the_eu_says_export(studio) -> None:
+    client = await studio.signed_in()
+    invoice = await issued_at_zero(studio, client, country="CH", vat_id="",
+                                   address="Bahnhofstrasse 1\n8001 Zürich")
+    pdf, page = await words_of(client, invoice)
+    assert f"0 % €78.97 €0.00 {EXPORT}" in pdf
+    assert EXPORT in page and REVERSE_CHARGE not in page
+
+
+async def test_a_zero_rate_at_home_or_to_a_buyer_without_a_vat_id_gives_no_reason(
+        studio) -> None:
+    """Zero rated: the law asks no reason, and the document gives none."""
+    client = await studio.signed_in()
+    at_home = await issued_at_zero(studio, client)  # a German buyer
+    no_vat_id = await issued_at_zero(studio, client, country="FR", vat_id="")
+    for invoice in (at_home, no_vat_id):
+        pdf, page = await words_of(client, invoice)
+        assert "0 % €78.97 €0.00 Net (EUR)" in pdf
+        for words in (REVERSE_CHARGE, EXPORT, "Reverse charge", "Export"):
+            assert words not in pdf and words not in page, words
+        assert 'class="tax-note"' not in page
+
+
+async def test_a_document_kept_under_the_earlier_layout_stays_as_it_was_and_a_new_one_is_made(
+        studio) -> None:
+    """Bytes kept before reverse charge was printed stay untouched in the table; the
+    document is made under the new layout, which says it, and kept beside them."""
+    db_path = studio.settings.db_path
+    client = await studio.signed_in()
+    invoice = await issued_at_zero(studio, client, country="FR", vat_id="FR40303265045")
+    [frozen] = rows(db_path, "SELECT frozen_sha256 FROM invoices WHERE id = ?", invoice["id"])
+    execute(db_path, "INSERT INTO issued_documents (invoice_id, frozen_sha256, layout, content,"
+                     " created_at) VALUES (?, ?, 'pdf-3', ?, 0)",
+            invoice["id"], frozen[0], b"%PDF-1.4 as kept under pdf-3")
+    pdf = (await client.get(f"/invoices/{invoice['id']}.pdf")).content
+    assert REVERSE_CHARGE in one_line(text_of(pdf))
+    kept = {row["layout"]: bytes(row["content"]) for row in rows(
+        db_path, "SELECT layout, content FROM issued_documents WHERE invoice_id = ?",
+        invoice["id"])}
+    assert kept == {"pdf-3": b"%PDF-1.4 as kept under pdf-3", "pdf-4": pdf}
+
+
+def test_the_vat_category_of_a_zero_rate_follows_the_kept_seller_and_buyer() -> None:
+    def category(seller: dict[str, str], buyer: dict[str, str] | None) -> str:
+        invoice = {"seller": seller, "buyer": buyer, "customer": "Someone",
+                   "tax_breakdown": [{"rate": "0"}, {"rate": "19"}]}
+        assert documents.category_of(invoice, "19").code == "S"
+        return documents.category_of(invoice, "0").code
+
+    de = {"country": "DE", "vat_id": "DE136695976"}
+    fr = {"country": "FR", "vat_id": "FR40303265045"}
+    assert category(de, fr) == "AE"
+    assert category(de, {**fr, "country": ""}) == "AE"  # the country its VAT ID names
+    assert category(de, {"country": "GR", "vat_id": "EL094259216"}) == "AE"
+    assert category(de, {"country": "FR", "vat_id": ""}) == "Z"  # a consumer: French VAT
+    assert category(de, {"country": "DE", "vat_id": "DE812345673"}) == "Z"  # at home
+    assert category(de, {"country": "US"}) == "G"
+    assert category(de, {"country": "GB", "vat_id": "GB123456789"}) == "G"
+    assert category(de, None) == "Z"  # issued before buyers were kept: a name alone
+    assert category({"country": "DE"}, fr) == "Z"  # a seller without a VAT ID
+    assert category({"country": "GB", "vat_id": "GB123456789"}, fr) == "Z"  # not in the EU

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -156,11 +157,10 @@ async def test_concurrent_uploads_cannot_pass_the_limits_together(settings, limi
         try:
             uploads = [asyncio.ensure_future(send(client, invoice, f"k{n}", pdf(size, n),
                                                   f"{n}.pdf")) for n in range(6)]
-            for _ in range(400):  # every upload stored its bytes: all wait for the lock
-                if await asyncio.to_thread(waiting_to_bind, studio) == 6:
-                    break
+            deadline = time.monotonic() + 60  # every upload stored its bytes: all wait
+            while await asyncio.to_thread(waiting_to_bind, studio) != 6:  # for the lock
+                assert time.monotonic() < deadline, "the uploads never all waited to bind"
                 await asyncio.sleep(0.02)
-            assert await asyncio.to_thread(waiting_to_bind, studio) == 6
         finally:
             gate.execute("ROLLBACK")
             gate.close()

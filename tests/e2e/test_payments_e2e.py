@@ -98,7 +98,7 @@ def test_a_payment_recorded_again_after_a_lost_reply_is_one_payment(
 def payments_of(studio: Studio, invoice_id: str) -> list[tuple[str, str]]:
     return [tuple(row) for row in rows(
         studio.db_path, "SELECT amount, reference FROM payments WHERE invoice_id = ?"
-                        " AND voided_at IS NULL ORDER BY created_at", invoice_id)]
+                        " AND voided_at IS NULL ORDER BY created_at, id", invoice_id)]
 
 
 def test_start_over_after_a_lost_reply_is_a_new_form_with_a_new_id(

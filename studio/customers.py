@@ -113,9 +113,18 @@ def _one(db: sqlite3.Connection, actor_id: str, customer_id: str) -> dict[str, A
     return found
 
 
-# In any case, in every script: the dialect's lower() lowers every letter on both databases.
-MATCHING = (" AND ({lower}(name) LIKE :text ESCAPE '\\'"
-            " OR {lower}(email) LIKE :text ESCAPE '\\')")
+def holding(db: Any, *columns: str) -> str:
+    """SQL true where one of `columns` holds `:text` (a pattern made by `studio.db.anywhere`) in any
+    case. Letters of every script are lowered on both databases alike: by Python's str.lower
+    on SQLite (a function of the connection's), by ICU's on PostgreSQL, whatever locale the
+    database was made with. Lowered, not folded: ß stays ß, so `strasse` does not find
+    `Straße`, though `STRAẞE` does."""
+    dialect = dialect_of(db)
+    lowered = [db.lowered(column) if dialect.name == "postgresql"
+               else f"{dialect.lower}({column})" for column in columns]
+    return "(" + " OR ".join(f"{column} LIKE :text ESCAPE '\\'" for column in lowered) + ")"
+
+
 AFTER = " AND (name, id) > (:name, :key)"
 
 
@@ -124,7 +133,7 @@ def _listed(db: sqlite3.Connection, actor_id: str, limit: int, after: list[Any] 
     """One page of the actor's customers by name, after the cursor's customer; with a query,
     those whose name or email holds it, in any case."""
     name, key = paging.key_of(after, str, str) if after else ("", "")
-    matching = MATCHING.format(lower=dialect_of(db).lower) if query else ""
+    matching = " AND " + holding(db, "name", "email") if query else ""
     sql = ("SELECT * FROM customers WHERE owner_id = :owner" + matching
            + (AFTER if after else "") + " ORDER BY name, id LIMIT :limit")
     found = db.execute(sql, {"owner": actor_id, "text": anywhere(query), "name": name,

@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
 
-from studio import balances, invoices, money, paging
+from studio import balances, customers, invoices, money, paging
 from studio.auth import Actor
 from studio.db import Database, anywhere, clock, dialect_of
 from studio.errors import Refusal
@@ -88,9 +88,7 @@ def _conditions(db: Any, filters: Filters, asked: dict[str, Any]) -> list[str]:
         found.append("i.customer_id = :customer_id")
         asked["customer_id"] = filters.customer_id
     if filters.text:
-        lower = dialect_of(db).lower
-        found.append(f"({lower}(i.customer) LIKE :text ESCAPE '\\'"
-                     f" OR {lower}(COALESCE(i.number, '')) LIKE :text ESCAPE '\\')")
+        found.append(customers.holding(db, "i.customer", "COALESCE(i.number, '')"))
         asked["text"] = anywhere(filters.text)
     # An invoice issued before issue dates were kept is judged by the day it was issued.
     if filters.since:

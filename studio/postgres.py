@@ -23,6 +23,7 @@ import logging
 import re
 import sqlite3
 import time
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -65,6 +66,12 @@ REWRITES = [
     (re.compile(r"json_each\((%s|%\(\w+\)s)\)"), r"json_array_elements_text(CAST(\1 AS json))"),
 ]
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# lower() lowers only the letters its collation knows: under a database made with the C locale,
+# ASCII alone. ICU's root collation knows every script, whatever the database's locale; a
+# server built without ICU has only the database's own. Whether it is there is looked up once
+# per connection.
+EVERY_SCRIPT = "und-x-icu"
+_collated: weakref.WeakKeyDictionary[psycopg.Connection[Any], str] = weakref.WeakKeyDictionary()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -175,6 +182,16 @@ class Connection:
     @property
     def in_transaction(self) -> bool:
         return self.raw.info.transaction_status != TransactionStatus.IDLE
+
+    def lowered(self, expression: str) -> str:
+        """SQL for `expression` with its letters lowered in every script, as Python's
+        str.lower lowers them, whatever locale the database was made with (see EVERY_SCRIPT)."""
+        collate = _collated.get(self.raw)
+        if collate is None:
+            found = self.execute("SELECT 1 FROM pg_collation WHERE collname = ?",
+                                 (EVERY_SCRIPT,)).fetchone()
+            collate = _collated[self.raw] = f' COLLATE "{EVERY_SCRIPT}"' if found else ""
+        return f"lower({expression}{collate})"
 
     def database_clock(self) -> float:
         """The database's time, so every host judges a deadline by one clock."""

@@ -6,6 +6,7 @@ import os
 import secrets
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from studio.db import sync_path
 
@@ -69,6 +70,9 @@ class Settings:
     mail_from: str = ""
     # A send the mail server could not take yet is tried again after 1, 2, 4 ... s, at most this.
     send_retry_cap_seconds: float = 30.0
+    # https://billing.example.com: the address links for people outside (an email's share link)
+    # are written with; unset, the address the request reached the studio at.
+    public_url: str = ""
 
     @property
     def files(self) -> Path:
@@ -119,6 +123,7 @@ def from_environment(env: dict[str, str] | None = None) -> Settings:
         max_attachments_per_invoice=int(
             _number(env, "STUDIO_MAX_ATTACHMENTS_PER_INVOICE", 50)) or 50,
         share_link_days=_number(env, "STUDIO_SHARE_LINK_DAYS", 90.0) or 90.0,
+        public_url=_public_url(env),
         **_mail(env),
     )
 
@@ -140,6 +145,27 @@ def _mail(env: dict[str, str]) -> dict[str, object]:
     except MailSettingError as error:
         raise SystemExit(str(error)) from None
     return {"smtp_url": url, "mail_from": mail_from, "send_retry_cap_seconds": cap}
+
+
+def _public_url(env: dict[str, str]) -> str:
+    """STUDIO_PUBLIC_URL: an absolute http(s) address, perhaps with a path (a studio under
+    /billing/ of its site), without a query or fragment a link could not be added to."""
+    raw = env.get("STUDIO_PUBLIC_URL", "").strip()
+    if not raw:
+        return ""
+    how = ("STUDIO_PUBLIC_URL must be the address people reach the studio at, such as"
+           " https://billing.example.com (a path is fine; no user name, ? or #),"
+           f" not {raw!r}")
+    try:
+        parts = urlsplit(raw)
+        parts.port  # noqa: B018 -- a port that is not a number raises here
+    except ValueError:
+        raise SystemExit(how) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or "?" in raw \
+            or "#" in raw or parts.username is not None \
+            or any(c.isspace() or not c.isprintable() for c in raw):
+        raise SystemExit(how)
+    return raw.rstrip("/")
 
 
 def _choice(env: dict[str, str], name: str, allowed: tuple[str, ...]) -> str:

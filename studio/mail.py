@@ -4,6 +4,10 @@ one SMTP conversation that says how it ended.
 The conversation runs on a thread (smtplib blocks) and never inside a transaction; its outcome
 is one of three: sent, try again later (a 4xx reply or the server unreachable), or failed for
 good (a 5xx reply), always with the server's own words.
+
+Addresses are kept as the person wrote them, letters of any script included. The mail server
+is told a domain in its IDNA form (`xn--...`, which every server reads); a local part (before
+the @) beyond ASCII can only go with SMTPUTF8, and only to a server that offers it.
 """
 
 from __future__ import annotations
@@ -12,10 +16,13 @@ import email.utils
 import re
 import smtplib
 import ssl
+import unicodedata
 from dataclasses import dataclass, field
 from email.message import EmailMessage
-from email.policy import SMTP
+from email.policy import SMTP, SMTPUTF8
 from urllib.parse import unquote, urlsplit
+
+import idna
 
 SMTP_TIMEOUT_S = 20.0
 DEFAULT_PORTS = {"smtp": 587, "smtps": 465}
@@ -61,10 +68,42 @@ def mail_server(url: str) -> MailServer:
                       unquote(parts.username or ""), unquote(parts.password or ""))
 
 
+def ascii_domain(domain: str) -> str | None:
+    """The domain as mail servers are told it: IDNA (`exämple.de` is `xn--exmple-cua.de`),
+    or None when it is no name the internet could hold. ASCII is left as written."""
+    if domain.isascii():
+        return domain
+    try:
+        return idna.encode(domain, uts46=True).decode("ascii")
+    except (idna.IDNAError, UnicodeError):
+        return None
+
+
 def is_address(value: str) -> bool:
-    """An address a mail server can be told about: plain ASCII (SMTPUTF8 is not spoken)."""
-    return len(value) <= MAX_ADDRESS and value.isascii() \
-        and ADDRESS.fullmatch(value) is not None
+    """An address a mail server can be told about: its domain has an IDNA form; its local
+    part holds no invisible formatting character (one could make it read as another)."""
+    if len(value) > MAX_ADDRESS or ADDRESS.fullmatch(value) is None:
+        return False
+    local, domain = value.rsplit("@", 1)
+    return ascii_domain(domain) is not None \
+        and not any(unicodedata.category(c).startswith("C") for c in local)
+
+
+def wire_address(address: str) -> str:
+    """The address as the mail server is told it: the domain in its IDNA form."""
+    local, domain = address.rsplit("@", 1)
+    return f"{local}@{ascii_domain(domain) or domain}"
+
+
+def needs_smtputf8(address: str) -> bool:
+    """Letters beyond ASCII before the @, which only SMTPUTF8 can carry."""
+    return not wire_address(address).isascii()
+
+
+def header_address(address: str) -> str:
+    """The address in the email's own headers: in ASCII when it can be (the domain as IDNA),
+    else as written (the email then goes with SMTPUTF8, which carries it as it is)."""
+    return address if needs_smtputf8(address) else wire_address(address)
 
 
 def sender_address(mail_from: str) -> str:
@@ -72,9 +111,10 @@ def sender_address(mail_from: str) -> str:
     if "\r" in mail_from or "\n" in mail_from:
         raise MailSettingError("STUDIO_MAIL_FROM must be one line")
     address = email.utils.parseaddr(mail_from)[1]
-    if not is_address(address):
-        raise MailSettingError("STUDIO_MAIL_FROM must be an email address, such as"
-                               " billing@example.com or 'Studio <billing@example.com>'")
+    # ASCII, so every mail server takes it and the Message-ID can be made of its domain.
+    if not is_address(address) or not address.isascii():
+        raise MailSettingError("STUDIO_MAIL_FROM must be an email address in plain ASCII, such"
+                               " as billing@example.com or 'Studio <billing@example.com>'")
     return address
 
 
@@ -89,15 +129,18 @@ def build(send: dict[str, str], mail_from: str, attachment: tuple[str, bytes],
     """The email of a send: its words as stored, the document attached."""
     message = EmailMessage(policy=SMTP)
     message["From"] = mail_from
-    message["To"] = send["recipient"]
+    message["To"] = header_address(send["recipient"])
     if send["cc"]:
-        message["Cc"] = send["cc"]
-    if reply_to and is_address(reply_to):
-        message["Reply-To"] = reply_to
+        message["Cc"] = ", ".join(header_address(a) for a in send["cc"].split(", ") if a)
+    # Only in ASCII: a reply address alone must not make the email need SMTPUTF8.
+    if reply_to and is_address(reply_to) and not needs_smtputf8(reply_to):
+        message["Reply-To"] = wire_address(reply_to)
     message["Subject"] = send["subject"]
     message["Date"] = email.utils.formatdate(created_at)
     message["Message-ID"] = send["message_id"]
-    message.set_content(send["message"])
+    # Quoted-printable: words beyond ASCII reach servers that take only 7-bit bodies intact.
+    message.set_content(send["message"],
+                        cte="7bit" if send["message"].isascii() else "quoted-printable")
     filename, content = attachment
     message.add_attachment(content, maintype="application", subtype="pdf", filename=filename)
     return message
@@ -125,7 +168,7 @@ def deliver(server: MailServer, message: EmailMessage, timeout: float = SMTP_TIM
     """One SMTP conversation, blocking: the message to every recipient, or the reason not.
     Some recipients refused while others took it is `sent`, the refusals in the reply."""
     recipients = [address for _, address in email.utils.getaddresses(
-        [message["To"] or "", message["Cc"] or ""]) if address]
+        [str(message["To"] or ""), str(message["Cc"] or "")]) if address]
     sender = email.utils.parseaddr(message["From"])[1]
     try:
         client = _connect(server, timeout)
@@ -141,8 +184,7 @@ def deliver(server: MailServer, message: EmailMessage, timeout: float = SMTP_TIM
     except (UnicodeError, ValueError) as error:
         # An address or header the mail server cannot be given: no later try would differ.
         return Outcome("failed", "Not sent: this email holds an address or words that email"
-                                 " cannot carry (only plain ASCII addresses can be sent to)"
-                                 f" ({type(error).__name__}: {error})")
+                                 f" cannot carry ({type(error).__name__}: {error})")
     except (smtplib.SMTPException, OSError) as error:
         # Refused, reset, timed out, a name that does not resolve yet: the server may be back.
         return Outcome("retry", f"{type(error).__name__}: {error}".strip())
@@ -169,13 +211,19 @@ def _conversation(client: smtplib.SMTP, server: MailServer, sender: str,
             return Outcome("retry", "the mail server offers no TLS, so the password was not"
                                     " sent; use smtps:// or a server that offers STARTTLS")
         client.login(server.user, server.password)
-    code, text = client.mail(sender)
+    beyond_ascii = [address for address in [sender, *recipients] if needs_smtputf8(address)]
+    if beyond_ascii and not client.has_extn("smtputf8"):
+        return Outcome("failed", "Not sent: the mail server cannot take this address: "
+                       + ", ".join(beyond_ascii) + " (letters beyond plain ASCII before the @"
+                       " need a server that offers SMTPUTF8, and this one does not). Ask for"
+                       " another address, or send through a mail server that takes it.")
+    code, text = client.mail(sender, ["SMTPUTF8"] if beyond_ascii else [])
     if code != 250:
         client.rset()
         return judged(code, text)
     refused = []
     for address in recipients:
-        code, text = client.rcpt(address)
+        code, text = client.rcpt(wire_address(address))
         if code not in (250, 251):
             refused.append((address, judged(code, text)))
     if len(refused) == len(recipients):
@@ -184,7 +232,8 @@ def _conversation(client: smtplib.SMTP, server: MailServer, sender: str,
         final = [outcome for _, outcome in refused if outcome.status == "failed"]
         worst = (final or [outcome for _, outcome in refused])[0]
         return Outcome(worst.status, "; ".join(f"{a}: {o.reply}" for a, o in refused))
-    code, text = client.data(message.as_bytes())
+    code, text = client.data(message.as_bytes(policy=SMTPUTF8) if beyond_ascii
+                             else message.as_bytes())
     outcome = judged(code, text)
     if outcome.status == "sent" and refused:
         return Outcome("sent", outcome.reply + "; not delivered to "

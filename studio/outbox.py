@@ -58,9 +58,11 @@ def _address(value: object) -> str | None:
 
 
 def _not_an_address(address: str) -> str:
-    if not address.isascii():
-        return (f"{address[:100]} cannot be sent to: only plain ASCII addresses can be, like"
-                " name@example.com, without accents or other letters. Ask for another address.")
+    domain = address.rsplit("@", 1)[-1]
+    if mail.ADDRESS.fullmatch(address) and mail.ascii_domain(domain) is None:
+        return (f"{address[:100]} cannot be sent to: {domain[:100]}, after the @, is not a name"
+                " a mail server can be found by. Check it for a typo, or ask for another"
+                " address.")
     return REFUSALS["invalid_recipient"][1]
 
 
@@ -168,7 +170,7 @@ def queue(db: sqlite3.Connection, actor_id: str, invoice_id: str, binding: str,
         subject, message = default_words(facts, kind)
         message = asked["message"] or message
         link_id, token = shares.mint(db, actor_id, invoice_id, now, share_days)
-        message += f"\n\nView the invoice online: {base_url.rstrip('/')}/i/{token}"
+        message += f"\n\nView the invoice online: {shares.link_url(base_url, token)}"
         db.execute(
             "INSERT INTO sends (id, owner_id, invoice_id, kind, recipient, cc, subject, message,"
             " document_sha256, message_id, share_link_id, status, next_attempt_at, created_at)"
@@ -244,8 +246,12 @@ def claim(db: sqlite3.Connection, claim_token: str, claim_seconds: float,
     Accounts take turns, as tasks' actors do (`worker.claim_task`): the account whose email
     was claimed longest ago goes next, with its send waiting longest, so one account's
     hundreds of reminders do not hold back another's one invoice. Right on row locks alone:
-    the send is locked (others pass over it) and its state checked again as it is taken."""
+    the send is locked (others pass over it) and its state checked again as it is taken.
+
+    Every claim counts as a try, so one whose worker died before recording anything counts
+    too; a send stranded that way past GIVE_UP_AFTER_DAYS is failed instead (`give_up_stranded`)."""
     now = clock(now)
+    give_up_stranded(db, now)
     row = db.execute(
         f"""
         UPDATE sends SET claim = :claim, claim_expires_at = :expires, attempts = attempts + 1
@@ -270,6 +276,42 @@ def claim(db: sqlite3.Connection, claim_token: str, claim_seconds: float,
     return dict(row)
 
 
+def stranded_reply(attempts: int, last_reply: str) -> str:
+    """Why a send whose every try ended with its worker gone is given up, in plain words."""
+    times = "once" if attempts == 1 else f"{attempts} times"
+    last = f" The last reply before that: {last_reply[:500]}" if last_reply else ""
+    return (f"No answer was recorded from the mail server; tried {times} over"
+            f" {GIVE_UP_AFTER_DAYS} days, each time stopping before the outcome could be"
+            f" written, so no more tries follow.{last}")
+
+
+def give_up_stranded(db: sqlite3.Connection, now: float) -> int:
+    """Fail the sends queued more than GIVE_UP_AFTER_DAYS ago whose last claim timed out (their
+    worker died mid-try, as it did on every try so far) instead of trying them for ever.
+
+    A conditional write: only a send still queued under that timed-out claim. The claim is
+    kept on the failed send, so if its worker was only cut off and does hear the server take
+    the email, `record` still writes it as sent: the row never says failed for an email that
+    left, and no second email follows either way."""
+    stranded = db.execute(
+        "SELECT id, claim, attempts, reply FROM sends"
+        " WHERE status = 'queued' AND next_attempt_at <= :now AND claim IS NOT NULL"
+        " AND claim_expires_at <= :now AND created_at <= :since"
+        f" LIMIT 20 {dialect_of(db).skip_locked_row}",
+        {"now": now, "since": now - GIVE_UP_AFTER_S}).fetchall()
+    given_up = 0
+    for send in stranded:
+        reply = stranded_reply(send["attempts"], send["reply"])
+        if db.execute(
+                "UPDATE sends SET status = 'failed', reply = ?, claim_expires_at = NULL"
+                " WHERE id = ? AND claim = ? AND status = 'queued' AND claim_expires_at <= ?",
+                (reply, send["id"], send["claim"], now)).rowcount == 1:
+            given_up += 1
+            after_commit(lambda send_id=send["id"], reply=reply: log.warning(
+                "send %s: failed (%s)", send_id, reply))
+    return given_up
+
+
 def backoff(attempts: int, cap: float) -> float:
     """Seconds before the next try after `attempts` tries: 1, 2, 4, ... at most `cap`."""
     return min(cap, BACKOFF_FIRST_S * 2 ** max(0, min(attempts - 1, 30)))
@@ -284,8 +326,10 @@ def record(db: sqlite3.Connection, send_id: str, claim_token: str, outcome: mail
     held = "WHERE id = :id AND claim = :claim AND status = 'queued'"
     args = {"id": send_id, "claim": claim_token, "reply": reply, "now": now}
     if outcome.status == "sent":
+        # Also over a give-up of this very claim (`give_up_stranded`): the email did leave.
         sql = ("UPDATE sends SET status = 'sent', sent_at = :now, reply = :reply, claim = NULL,"
-               f" claim_expires_at = NULL {held}")
+               " claim_expires_at = NULL WHERE id = :id AND claim = :claim"
+               " AND status IN ('queued', 'failed')")
     elif outcome.status == "failed":
         sql = ("UPDATE sends SET status = 'failed', reply = :reply, claim = NULL,"
                f" claim_expires_at = NULL {held}")

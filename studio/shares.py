@@ -32,6 +32,12 @@ DEFAULT_DAYS = 90.0
 SHOWN = 20
 
 
+def link_url(base_url: str, token: str) -> str:
+    """The link as people outside open it: `{base}/i/{token}`, where the base is
+    STUDIO_PUBLIC_URL, else the address the request reached the studio at."""
+    return f"{base_url.rstrip('/')}/i/{token}"
+
+
 def token_sha256(token: str) -> str:
     return hashlib.sha256(token.encode("ascii")).hexdigest()
 

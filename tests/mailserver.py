@@ -19,6 +19,8 @@ class Inbox:
 
     def __init__(self) -> None:
         self.messages: list[EmailMessage] = []
+        # Each message's envelope as the server was told it: (MAIL FROM, RCPT TOs, options).
+        self.envelopes: list[tuple[str, list[str], list[str]]] = []
         self.refuse_rcpt = ""  # e.g. "550 5.1.1 No such mailbox"
         self.on_data: Any = None
         self.lock = threading.Lock()
@@ -34,6 +36,8 @@ class Inbox:
         message = email.message_from_bytes(envelope.content, policy=email.policy.default)
         with self.lock:
             self.messages.append(message)  # type: ignore[arg-type]
+            self.envelopes.append((envelope.mail_from, list(envelope.rcpt_tos),
+                                   list(envelope.mail_options)))
         if self.on_data is not None:
             self.on_data(message)
         return "250 2.0.0 Ok: queued"
@@ -44,17 +48,20 @@ class Inbox:
 
 
 class MailServer:
-    """aiosmtpd on 127.0.0.1 at a port that stays the same while it is stopped and started."""
+    """aiosmtpd on 127.0.0.1 at a port that stays the same while it is stopped and started;
+    with `smtputf8` it offers SMTPUTF8 (addresses beyond ASCII before the @)."""
 
-    def __init__(self, inbox: Inbox, port: int | None = None) -> None:
+    def __init__(self, inbox: Inbox, port: int | None = None, smtputf8: bool = False) -> None:
         from tests.conftest import free_port  # conftest imports this module for its fixtures
 
         self.inbox = inbox
         self.port = port or free_port()
+        self.smtputf8 = smtputf8
         self.controller: Controller | None = None
 
     def start(self) -> None:
-        self.controller = Controller(self.inbox, hostname="127.0.0.1", port=self.port)
+        self.controller = Controller(self.inbox, hostname="127.0.0.1", port=self.port,
+                                     enable_SMTPUTF8=self.smtputf8)
         self.controller.start()
 
     def stop(self) -> None:

@@ -4,6 +4,7 @@ worker to a real SMTP server (aiosmtpd on loopback), and shown on the invoice pa
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import io
 import time
 from typing import Any
@@ -203,8 +204,10 @@ async def test_someone_elses_invoice_is_as_absent_as_a_made_up_one(mailing: Runn
     ({"subject": "Invoice\x0bfor March"}, "invalid_subject"),
     ({"subject": "Invoice\x85for March"}, "invalid_subject"),
     ({"subject": "Invoice\x01for March"}, "invalid_subject"),
-    ({"to": "jürgen@exämple.de"}, "invalid_recipient"),
-    ({"cc": ["fine@b.test", "jürgen@example.de"]}, "invalid_recipient"),
+    ({"to": "jürgen@☃.example"}, "invalid_recipient"),
+    ({"cc": ["fine@b.test", "jürgen@-exämple.de"]}, "invalid_recipient"),
+    ({"to": "ju\u200brgen@example.de"}, "invalid_recipient"),
+    ({"to": "a@exa\u200dmple.de"}, "invalid_recipient"),
     ({"subject": "x" * 201}, "invalid_subject"),
     ({"message": "x" * 10_001}, "invalid_message"),
     ({"message": 12}, "invalid_message"),
@@ -248,21 +251,21 @@ async def test_the_recipient_defaults_to_the_customers_email(mailing: Running) -
     assert 'value="books@heron.test"' in page
 
 
-async def test_an_address_only_plain_ascii_could_carry_is_refused_saying_so(
+async def test_an_address_whose_domain_mail_cannot_name_is_refused_saying_so(
         mailing: Running) -> None:
-    """Mail servers are told addresses in ASCII: one with other letters would never leave,
-    so the person is told at once, whether typed or the customer's own on file."""
+    """A domain with no IDNA form (a snowman is no letter of any script) names no mail
+    server: the person is told at once, whether typed or the customer's own on file."""
     client = await mailing.signed_in()
     typed = await client.post(f"/invoices/{mailing.invoice_ids()[0]}/send",
-                              json=send_body(to="jürgen@exämple.de"))
-    invoice_id = await _issued_for_customer(mailing, client, "jürgen@heron.test")
+                              json=send_body(to="jürgen@☃.example"))
+    invoice_id = await _issued_for_customer(mailing, client, "jürgen@☃.heron")
     before = database_digest(mailing.settings.db_path)
     on_file = await client.post(f"/invoices/{invoice_id}/send", json={"request_id": "on-file"})
     for reply in (typed, on_file):
         assert reply.status_code == 422, reply.text
         assert reply.json()["detail"] == "invalid_recipient"
-        assert "only plain ASCII addresses" in reply.json()["message"]
-        assert "jürgen@" in reply.json()["message"]
+        assert "is not a name a mail server can be found by" in reply.json()["message"]
+        assert "jürgen@☃." in reply.json()["message"]
     assert database_digest(mailing.settings.db_path) == before
     assert count(mailing, "SELECT COUNT(*) FROM sends") == 0
 
@@ -294,14 +297,14 @@ async def test_a_send_whose_email_cannot_be_made_fails_with_a_reason_and_no_seco
 
 def test_an_email_the_server_cannot_be_told_fails_for_good_not_later(
         smtp: MailServer) -> None:
-    """An address that got past the checks (queued before them) and cannot be encoded: the
-    conversation ends `failed` with a reason, never a try again that would fail the same."""
+    """A local part beyond ASCII to a server without SMTPUTF8: the conversation ends `failed`
+    naming the address, never a try again that would fail the same."""
     message = mail.build({"recipient": "jürgen@exämple.de", "cc": "", "subject": "Invoice",
                           "message_id": "<send-x@studio.test>", "message": "Hello"},
                          SENDER, ("INV.pdf", b"%PDF-1.4"), 0.0)
     outcome = mail.deliver(mail.mail_server(smtp.url), message, timeout=5.0)
     assert outcome.status == "failed", outcome
-    assert "only plain ASCII addresses" in outcome.reply
+    assert "the mail server cannot take this address: jürgen@exämple.de" in outcome.reply
 
 
 async def test_without_an_address_on_file_the_recipient_must_be_given(
@@ -646,3 +649,236 @@ async def test_the_link_an_email_carries_lives_as_long_as_the_share_link_setting
                                              " WHERE id = ?",
                     send_row(studio, reply.json()["send_id"])["share_link_id"])[0]
     assert link["expires_at"] - link["created_at"] == pytest.approx(7 * 86400)
+
+
+# --- addresses and words beyond ASCII --------------------------------------------------------
+
+
+def envelope_of(inbox: Inbox, message_id: str) -> tuple[str, list[str], list[str]]:
+    with inbox.lock:
+        return next(envelope for message, envelope in zip(inbox.messages, inbox.envelopes,
+                                                           strict=True)
+                    if message["Message-ID"] == message_id)
+
+
+async def test_an_internationalised_domain_goes_in_its_idna_form_and_is_kept_as_written(
+        mailing: Running, inbox: Inbox) -> None:
+    """The server is told `xn--exmple-cua.de` (no SMTPUTF8 needed, this server has none);
+    the studio keeps and shows `exämple.de` as the person wrote it."""
+    client = await mailing.signed_in()
+    invoice_id = mailing.invoice_ids()[0]
+    reply = await client.post(f"/invoices/{invoice_id}/send", json=send_body(
+        to="accounts@exämple.de", cc=["boss@bücher.example"]))
+    assert reply.status_code == 202, reply.text
+    assert reply.json()["to"] == "accounts@exämple.de"
+    send_id = reply.json()["send_id"]
+    await wait_for(lambda: send_row(mailing, send_id)["status"] != "queued", what="delivery")
+    row = send_row(mailing, send_id)
+    assert row["status"] == "sent", dict(row)
+    assert row["recipient"] == "accounts@exämple.de" and row["cc"] == "boss@bücher.example"
+    mail_from, recipients, options = envelope_of(inbox, row["message_id"])
+    assert recipients == ["accounts@xn--exmple-cua.de", "boss@xn--bcher-kva.example"]
+    assert mail_from == "billing@studio.test" and "SMTPUTF8" not in options
+    [message] = inbox.messages
+    assert message["To"] == "accounts@xn--exmple-cua.de"
+    assert message["Cc"] == "boss@xn--bcher-kva.example"
+    page = (await client.get(f"/invoices/{invoice_id}", headers=PAGE)).text
+    assert "accounts@exämple.de" in page and "xn--" not in page
+
+
+async def test_a_local_part_beyond_ascii_goes_with_smtputf8_when_the_server_offers_it(
+        settings: Settings) -> None:
+    inbox = Inbox()
+    server = MailServer(inbox, smtputf8=True)
+    server.start()
+    try:
+        async with running(with_mail(settings, server)) as studio:
+            client = await studio.signed_in()
+            reply = await client.post(f"/invoices/{studio.invoice_ids()[0]}/send",
+                                      json=send_body(to="jürgen@exämple.de",
+                                                     cc=["zoë@example.de", "plain@example.de"]))
+            assert reply.status_code == 202, reply.text
+            send_id = reply.json()["send_id"]
+            await wait_for(lambda: send_row(studio, send_id)["status"] != "queued",
+                           what="delivery")
+            row = send_row(studio, send_id)
+    finally:
+        server.stop()
+    assert row["status"] == "sent" and row["reply"].startswith("250"), dict(row)
+    assert row["recipient"] == "jürgen@exämple.de" and row["attempts"] == 1
+    _, recipients, options = envelope_of(inbox, row["message_id"])
+    assert "SMTPUTF8" in options
+    assert recipients == ["jürgen@xn--exmple-cua.de", "zoë@example.de", "plain@example.de"]
+    [message] = inbox.messages
+    assert message["To"] == "jürgen@exämple.de"
+    assert message["Cc"] == "zoë@example.de, plain@example.de"
+
+
+async def test_a_local_part_beyond_ascii_fails_for_good_when_the_server_cannot_take_it(
+        mailing: Running, inbox: Inbox) -> None:
+    client = await mailing.signed_in()
+    invoice_id = mailing.invoice_ids()[0]
+    reply = await client.post(f"/invoices/{invoice_id}/send",
+                              json=send_body(to="jürgen@exämple.de"))
+    assert reply.status_code == 202, reply.text
+    send_id = reply.json()["send_id"]
+    await wait_for(lambda: send_row(mailing, send_id)["status"] != "queued", what="an end")
+    row = send_row(mailing, send_id)
+    assert row["status"] == "failed" and row["attempts"] == 1 and row["sent_at"] is None
+    assert row["reply"].startswith(
+        "Not sent: the mail server cannot take this address: jürgen@exämple.de"), row["reply"]
+    assert row["recipient"] == "jürgen@exämple.de" and inbox.messages == []
+    page = (await client.get(f"/invoices/{invoice_id}", headers=PAGE)).text
+    assert "Not delivered" in page and "cannot take this address" in page
+
+
+async def test_a_subject_name_and_message_beyond_ascii_arrive_as_written(
+        settings: Settings, smtp: MailServer, inbox: Inbox) -> None:
+    """Encoded words in the headers and a quoted-printable body: a server without SMTPUTF8
+    or 8BITMIME takes them, and the reader sees them as written."""
+    async with running(with_mail(settings, smtp).with_changes(
+            mail_from="Ädas Stüdio – Köln <billing@studio.test>")) as studio:
+        client = await studio.signed_in()
+        reply = await client.post(f"/invoices/{studio.invoice_ids()[0]}/send", json=send_body(
+            subject="Rechnung für Müller – März", message="Grüße aus Köln, 東京 too."))
+        assert reply.status_code == 202, reply.text
+        send_id = reply.json()["send_id"]
+        await wait_for(lambda: send_row(studio, send_id)["status"] != "queued",
+                       what="delivery")
+        row = send_row(studio, send_id)
+    assert row["status"] == "sent", dict(row)
+    assert row["subject"] == "Rechnung für Müller – März"
+    _, _, options = envelope_of(inbox, row["message_id"])
+    assert options == []  # nothing asked of the server beyond plain SMTP
+    [message] = inbox.messages
+    assert message["Subject"] == "Rechnung für Müller – März"
+    assert message["From"] == "Ädas Stüdio – Köln <billing@studio.test>"
+    body = message.get_body(("plain",))
+    assert body["Content-Transfer-Encoding"] == "quoted-printable"
+    assert body.get_content().startswith("Grüße aus Köln, 東京 too.")
+
+
+# --- the address links are written with --------------------------------------------------
+
+
+async def test_the_link_an_email_carries_is_on_the_public_address_when_one_is_set(
+        settings: Settings, smtp: MailServer, inbox: Inbox) -> None:
+    """Queued through the API on whatever address (here http://studio.test), the email's
+    link is on STUDIO_PUBLIC_URL, path included, and it opens the invoice."""
+    public = "https://billing.example.com/studio"
+    async with running(with_mail(settings, smtp, public_url=public)) as studio:
+        client = await studio.signed_in()
+        reply = await client.post(f"/invoices/{studio.invoice_ids()[0]}/send", json=send_body())
+        assert reply.status_code == 202, reply.text
+        send_id = reply.json()["send_id"]
+        await wait_for(lambda: send_row(studio, send_id)["status"] != "queued",
+                       what="delivery")
+        row = send_row(studio, send_id)
+        assert row["status"] == "sent", dict(row)
+        assert f"View the invoice online: {public}/i/" in row["message"]
+        [message] = inbox.messages
+        body = message.get_body(("plain",)).get_content()
+        token = body.split(f"{public}/i/", 1)[1].split()[0]
+        assert "studio.test/i/" not in body
+        assert scalar(studio.settings.db_path, "SELECT COUNT(*) FROM share_links"
+                      " WHERE id = ? AND token_sha256 = ?", row["share_link_id"],
+                      hashlib.sha256(token.encode()).hexdigest()) == 1
+        async with studio.client(Accept="text/html") as anyone:
+            opened = await anyone.get(f"/i/{token}")
+        assert opened.status_code == 200
+
+
+def test_the_public_address_comes_from_the_environment() -> None:
+    assert from_environment({}).public_url == ""
+    assert from_environment({"STUDIO_PUBLIC_URL": " https://billing.example.com/ "}
+                            ).public_url == "https://billing.example.com"
+    assert from_environment({"STUDIO_PUBLIC_URL": "http://10.0.0.5:8000/studio/"}
+                            ).public_url == "http://10.0.0.5:8000/studio"
+
+
+@pytest.mark.parametrize("value", [
+    "billing.example.com", "ftp://billing.example.com", "https://", "/studio",
+    "https://billing.example.com/?a=1", "https://billing.example.com/#top",
+    "https://billing.example.com/?", "https://ada:pw@billing.example.com",
+    "https://billing.example.com:port", "https://billing.example.com/a b",
+])
+def test_a_public_address_that_is_not_one_stops_the_start_saying_why(value: str) -> None:
+    with pytest.raises(SystemExit, match="STUDIO_PUBLIC_URL must be the address people reach"):
+        from_environment({"STUDIO_PUBLIC_URL": value})
+
+
+# --- a send whose worker dies on every try ---------------------------------------------------
+
+
+async def test_a_send_whose_worker_died_on_every_try_is_given_up_after_three_days(
+        mailing: Running) -> None:
+    """A claim that timed out counts as a try; a send queued more than three days ago whose
+    claim timed out is failed in plain words, not claimed again. If the worker that held
+    that claim was only cut off and does hear the server take the email, it is still written
+    as sent: one email, and a row that tells the truth."""
+    db = mailing.studio.db
+    mailing.studio.worker.delivery.claim = _never  # type: ignore[method-assign]
+    await anyio.sleep(0.6)
+    client = await mailing.signed_in()
+    send_id = (await client.post(f"/invoices/{mailing.invoice_ids()[0]}/send",
+                                 json=send_body())).json()["send_id"]
+    queued_at = send_row(mailing, send_id)["created_at"]
+    assert (await db.write_on_row_locks(outbox.claim, "died-1", 30.0, queued_at + 1))
+    # Within the three days, the timed-out claim is taken over, and counts as a try.
+    second = await db.write_on_row_locks(outbox.claim, "died-2", 30.0, queued_at + 40)
+    assert second is not None and second["attempts"] == 2
+    # Past them, the next claim finds it stranded again: failed, not claimed a third time.
+    past = queued_at + outbox.GIVE_UP_AFTER_S + 60
+    assert await db.read(outbox.any_due, past)
+    assert await db.write_on_row_locks(outbox.claim, "third", 30.0, past) is None
+    row = send_row(mailing, send_id)
+    assert row["status"] == "failed" and row["attempts"] == 2 and row["sent_at"] is None
+    assert row["reply"].startswith("No answer was recorded from the mail server; tried 2 times"
+                                   " over 3 days"), row["reply"]
+    assert row["claim"] == "died-2"
+    assert not await db.read(outbox.any_due, past + 3600)
+    assert await db.write_on_row_locks(outbox.claim, "fourth", 30.0, past + 3600) is None
+    page = (await client.get(f"/invoices/{mailing.invoice_ids()[0]}", headers=PAGE)).text
+    assert "Not delivered" in page and "No answer was recorded from the mail server" in page
+    # An outcome of the older claim, or a failure, changes nothing any more.
+    sent = mail.Outcome("sent", "250 2.0.0 Ok: queued")
+    assert await db.write(outbox.record, send_id, "died-1", sent, 30.0, past + 1) is False
+    assert await db.write(outbox.record, send_id, "died-2", mail.Outcome("retry", "451 later"),
+                          30.0, past + 1) is False
+    assert send_row(mailing, send_id)["status"] == "failed"
+    # The last claim's worker hears the server take it after all: the row says so.
+    assert await db.write(outbox.record, send_id, "died-2", sent, 30.0, past + 2) is True
+    row = send_row(mailing, send_id)
+    assert row["status"] == "sent" and row["reply"] == "250 2.0.0 Ok: queued"
+    assert row["claim"] is None and row["sent_at"] == pytest.approx(past + 2)
+
+
+async def test_a_send_stranded_past_three_days_is_failed_by_a_running_worker_and_not_sent(
+        mailing: Running, inbox: Inbox) -> None:
+    """The studio's own worker meets a send whose last claim timed out, queued four days
+    ago: it fails it, sends nothing, and goes on delivering the others."""
+    delivery = mailing.studio.worker.delivery
+    delivery.claim = _never  # type: ignore[method-assign]
+    await anyio.sleep(0.6)
+    client = await mailing.signed_in()
+    invoice_id = mailing.invoice_ids()[0]
+    stranded = (await client.post(f"/invoices/{invoice_id}/send",
+                                  json=send_body("stranded"))).json()["send_id"]
+    fresh = (await client.post(f"/invoices/{invoice_id}/send",
+                               json=send_body("fresh"))).json()["send_id"]
+    now = time.time()
+    execute(mailing.settings.db_path,
+            "UPDATE sends SET created_at = ?, next_attempt_at = ?, attempts = 7, claim = ?,"
+            " claim_expires_at = ?, reply = ? WHERE id = ?",
+            now - 4 * 86400, now - 3600, "gone-worker", now - 1,
+            "451 4.3.0 Mailbox busy", stranded)
+    del delivery.claim
+    delivery.wake.set()
+    await wait_for(lambda: send_row(mailing, stranded)["status"] != "queued", what="an end")
+    await wait_for(lambda: send_row(mailing, fresh)["status"] == "sent", what="the other")
+    row = send_row(mailing, stranded)
+    assert row["status"] == "failed" and row["attempts"] == 7 and row["sent_at"] is None
+    assert row["reply"].startswith("No answer was recorded from the mail server; tried 7 times"
+                                   " over 3 days"), row["reply"]
+    assert "The last reply before that: 451 4.3.0 Mailbox busy" in row["reply"]
+    assert inbox.message_ids() == [send_row(mailing, fresh)["message_id"]]

@@ -118,6 +118,46 @@ def test_killed_after_the_server_took_the_email_the_retry_carries_the_same_messa
     assert the_send(db_path)["attempts"] == 2
 
 
+def test_a_send_whose_studio_died_on_its_try_days_ago_is_given_up_not_sent_again(
+        tmp_path: Path) -> None:
+    """The studio is killed as the mail server takes the email, and the send is not looked
+    at again until more than three days after it was queued: the next studio fails it in
+    plain words instead of trying it for ever, and no second copy leaves."""
+    db_path = tmp_path / "studio.db"
+    inbox = Inbox()
+    smtp = MailServer(inbox)
+    smtp.start()
+    server = start_server(db_path, "--demo", **mail_env(smtp))
+
+    def kill_the_studio(message: Any) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.process.pid, signal.SIGKILL)
+
+    inbox.on_data = kill_the_studio
+    try:
+        send_id = queue_one(server, db_path)
+        wait_until(lambda: server.process.poll() is not None, 30, "the studio to be killed")
+        stranded = the_send(db_path)
+        assert stranded["status"] == "queued" and stranded["claim"] is not None
+        assert stranded["attempts"] == 1 and len(inbox.messages) == 1
+        # As if it had waited four days for a studio to come back.
+        execute(db_path, "UPDATE sends SET created_at = created_at - ? WHERE id = ?",
+                4 * 86400, send_id)
+
+        server = start_server(db_path, **mail_env(smtp))
+        wait_until(lambda: the_send(db_path)["status"] != "queued", 30, "the send to end")
+        given_up = the_send(db_path)
+    finally:
+        server.stop()
+        smtp.stop()
+    assert given_up["status"] == "failed" and given_up["sent_at"] is None, dict(given_up)
+    assert given_up["attempts"] == 1
+    assert given_up["reply"].startswith(
+        "No answer was recorded from the mail server; tried once over 3 days"), given_up["reply"]
+    assert inbox.message_ids() == [f"<send-{send_id}@studio.test>"]
+    assert "Traceback" not in server.log(), server.log()
+
+
 @pytest.mark.anyio
 async def test_a_send_queued_while_the_server_was_long_down_leaves_within_a_minute_of_its_return(
         settings: Settings) -> None:

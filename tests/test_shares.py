@@ -205,6 +205,28 @@ async def test_the_link_lasts_as_many_days_as_the_setting_says(settings) -> None
         assert link["expires_at"] - link["created_at"] == pytest.approx(7 * DAY)
 
 
+async def test_a_share_link_is_written_on_the_public_address_when_one_is_set(
+        settings) -> None:
+    """Behind a proxy the request's own address is not the one people outside can open:
+    STUDIO_PUBLIC_URL is, in the API's answer and on the page's card alike."""
+    public = "https://billing.example.com/studio"
+    async with running(settings.with_changes(public_url=public)) as studio:
+        owner = await studio.signed_in()
+        invoice = await issued(owner)
+        url, token = await shared(owner, invoice["id"])
+        assert url == f"{public}/i/{token}"
+        card = await owner.post(f"/invoices/{invoice['id']}/share", headers=HTMX)
+        assert card.status_code == 201
+        shown = re.search(r'value="([^"]+)"[^>]*id="share-url"', card.text)
+        assert shown is not None and shown.group(1).startswith(f"{public}/i/"), card.text
+        assert "studio.test/i/" not in card.text
+        tokens = (token, shown.group(1).rsplit("/", 1)[1])
+        assert {link["token_sha256"] for link in links(studio.settings.db_path, invoice["id"])
+                } == {hashlib.sha256(made.encode()).hexdigest() for made in tokens}
+        async with studio.client(Accept="text/html") as anyone:
+            assert (await anyone.get(f"/i/{token}")).status_code == 200
+
+
 def test_the_share_link_setting_is_read_from_the_environment() -> None:
     from studio.config import from_environment
 

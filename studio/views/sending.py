@@ -9,19 +9,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from studio import bindings, outbox
-from studio.auth import Actor
 from studio.errors import Refusal
+from studio.views.shares import public_base
 from studio.web import answer, current_actor, moved_to, path_id, read_body, studio_of
 
 HTMX_ACCEPTED = 202
-
-
-def _base_url(request: Request) -> str:
-    """The address the person reached the studio at: the share link in the email uses it."""
-    try:
-        return str(request.base_url)
-    except ValueError:  # an unreadable Host header: the link is relative, still readable
-        return "/"
 
 
 async def _queue(request: Request, binding: str) -> Response:
@@ -33,7 +25,7 @@ async def _queue(request: Request, binding: str) -> Response:
         raise Refusal("sending_not_configured")
     send, created = await studio.db.write(
         outbox.queue, actor.id, invoice_id, binding, bindings.parse_request_id(body),
-        outbox.parse_send(body), studio.settings.mail_from, _base_url(request),
+        outbox.parse_send(body), studio.settings.mail_from, public_base(request),
         share_days=studio.settings.share_link_days)
     delivery = studio.worker.delivery if studio.worker else None
     if created and delivery is not None:
@@ -54,10 +46,10 @@ async def remind(request: Request) -> Response:
     return await _queue(request, "reminder")
 
 
-async def page_context(request: Request, actor: Actor, invoice_id: str) -> dict[str, Any]:
-    """What the invoice page shows of sending; each form's id minted once per page."""
+def page_context(request: Request, sending: dict[str, Any]) -> dict[str, Any]:
+    """What the invoice page shows of sending, from what `outbox.sending_of` read with the
+    rest of the page; each form's id minted once per page."""
     studio = studio_of(request)
-    sending = await studio.db.read(outbox.sending_of, actor.id, invoice_id)
     just = request.query_params.get("sent")
     return {"sending": {**sending, "ready": bool(studio.settings.smtp_url),
                         "just_sent": next((send for send in sending["sends"]

@@ -18,9 +18,16 @@ SHARED = {"X-Robots-Tag": "noindex, nofollow", "Referrer-Policy": "no-referrer",
           "Cache-Control": "private, no-store", "X-Content-Type-Options": "nosniff"}
 
 
-def share_url(request: Request, token: str) -> str:
-    """The link as the person hands it on: absolute, on the address they reached the studio at."""
-    return f"{str(request.base_url).rstrip('/')}/i/{token}"
+def public_base(request: Request) -> str:
+    """The address people outside reach the studio at: STUDIO_PUBLIC_URL when set (behind a
+    proxy, or a send queued through the API on localhost), else the one this request came to."""
+    configured = studio_of(request).settings.public_url
+    if configured:
+        return configured
+    try:
+        return str(request.base_url)
+    except ValueError:  # an unreadable Host header: the link is relative, still readable
+        return "/"
 
 
 async def _card(request: Request, invoice_id: str, actor_id: str, status: int = 200,
@@ -39,7 +46,8 @@ async def create_share(request: Request) -> Response:
     studio = studio_of(request)
     made = await studio.db.write(shares.create, actor.id, invoice_id,
                                  studio.settings.share_link_days)
-    answered = {"url": share_url(request, made["token"]), "expires_at": made["expires_at"]}
+    answered = {"url": shares.link_url(public_base(request), made["token"]),
+                "expires_at": made["expires_at"]}
     if answer_kind(request) == "json":
         return JSONResponse(answered, status_code=201, headers=PRIVATE)
     return await _card(request, invoice_id, actor.id, 201, answered)

@@ -83,20 +83,30 @@ def text(amount: Decimal, currency: str) -> str:
     return str(rounded(amount, currency))
 
 
+def as_written(value: object) -> str:
+    """A number's text as the person wrote it, to be checked against a pattern: text from a
+    form or JSON, or a JSON number read exactly (an int or a Decimal; 1.5E+1 is 15). Empty for
+    anything else, a float among them: it has been through binary floating point and may no
+    longer be what the person wrote."""
+    if isinstance(value, Decimal) and value.is_finite() \
+            and abs(value.adjusted()) <= LONGEST_EXPONENT:
+        return format(value, "f")
+    if isinstance(value, str | int | Decimal) and not isinstance(value, bool):
+        return str(value).strip()
+    return ""
+
+
+def compact(value: Decimal) -> Decimal:
+    """One number one way, however it was written: 50, 50.0 and 50.00 are 50; 7.50 is 7.5."""
+    return value.normalize() if value % 1 else value.quantize(Decimal(1))
+
+
 def _decimal(value: object, pattern: re.Pattern[str], what: str, line: int) -> Decimal:
-    # Text from a form or JSON, or a JSON number read exactly (an int or a Decimal). A float
-    # has been through binary floating point and may no longer be what the person wrote.
     if isinstance(value, float):
         raise Refusal("invalid_body", f"Line {line}: an amount came as a binary floating-point"
                                       " number, which cannot hold every decimal exactly; send"
                                       ' it as text, like "19.99".')
-    if isinstance(value, Decimal) and value.is_finite() \
-            and abs(value.adjusted()) <= LONGEST_EXPONENT:
-        raw = format(value, "f")  # 1.5E+1 is 15
-    elif isinstance(value, str | int | Decimal) and not isinstance(value, bool):
-        raw = str(value).strip()
-    else:
-        raw = ""
+    raw = as_written(value)
     if not pattern.fullmatch(raw):
         raise Refusal("invalid_body", f"Line {line}: {what}")
     return Decimal(raw)
@@ -125,10 +135,6 @@ class Line:
         if self.discount_percent is None:
             return gross
         return gross * (100 - self.discount_percent) / 100
-
-
-def _percent(value: Decimal) -> Decimal:
-    return value.normalize() if value % 1 else value.quantize(Decimal(1))
 
 
 def parse_line(raw: object, line: int) -> Line:
@@ -160,10 +166,9 @@ def parse_line(raw: object, line: int) -> Line:
             raise Refusal("invalid_body", f"Line {line}: the discount must be at most 100 "
                                           "percent.")
         # No discount is one thing, however it is written: a zero is left out.
-        discount_percent = _percent(discount_percent) if discount_percent else None
+        discount_percent = compact(discount_percent) if discount_percent else None
     return Line(plain(description, f"description of line {line}").strip(),
-                quantity.normalize() if quantity % 1 else quantity.quantize(Decimal(1)),
-                unit_price, _percent(tax_rate), discount_percent)
+                compact(quantity), unit_price, compact(tax_rate), discount_percent)
 
 
 def stored_line(raw: object) -> Line | None:

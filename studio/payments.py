@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import sqlite3
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -34,15 +35,7 @@ DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 def _amount(value: object) -> Decimal:
-    # Text from a form or JSON, or a JSON number read exactly (an int or a Decimal); a float
-    # has been through binary floating point and may no longer be what the person wrote.
-    if isinstance(value, Decimal) and value.is_finite() \
-            and abs(value.adjusted()) <= money.LONGEST_EXPONENT:
-        raw = format(value, "f")
-    elif isinstance(value, str | int) and not isinstance(value, bool):
-        raw = str(value).strip()
-    else:
-        raw = ""
+    raw = money.as_written(value)
     if not money.AMOUNT.fullmatch(raw) or Decimal(raw) <= 0:
         raise Refusal("invalid_body", "The amount must be a number above 0, like 120.50, with"
                                       " at most 12 digits before the point.")
@@ -73,8 +66,7 @@ def parse_payment(body: dict[str, Any]) -> dict[str, str]:
                                       " characters.")
     amount = _amount(body.get("amount"))
     # 50, 50.0 and 50.00 are one amount: a resend that spells it another way is the same.
-    whole = amount == amount.to_integral_value()
-    return {"amount": format(amount.quantize(Decimal(1)) if whole else amount.normalize(), "f"),
+    return {"amount": format(money.compact(amount), "f"),
             "date": _date(body.get("date")), "method": str(method),
             "reference": reference.strip()}
 
@@ -195,15 +187,13 @@ def _date_of(timestamp_: float) -> str:
     return dt.datetime.fromtimestamp(timestamp_, dt.UTC).date().isoformat()
 
 
-def _account(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> dict[str, Any] | None:
+def account(db: sqlite3.Connection, invoice: Mapping[str, Any]) -> dict[str, Any] | None:
     """What was paid and credited on an issued invoice, in date order, with the balance after
-    each; voided payments listed but not counted. None for a draft or a credit note."""
-    invoice = db.execute(
-        "SELECT * FROM invoices WHERE id = ? AND owner_id = ? AND status = 'issued'"
-        " AND kind = 'invoice'", (invoice_id, actor_id)).fetchone()
-    if invoice is None:
+    each; voided payments listed but not counted. `invoice` is the invoice as its page reads
+    it (`invoices.as_json`), its standing included. None for a draft or a credit note."""
+    if invoice["status"] != "issued" or invoice["kind"] != "invoice":
         return None
-    currency, now = invoice["currency"], clock(None)
+    invoice_id, currency, now = invoice["id"], invoice["currency"], clock(None)
     entries: list[dict[str, Any]] = []
     for payment in _listed(db, invoice_id):
         entries.append({"kind": "payment", "date": payment["date"], "at": payment["created_at"],
@@ -223,7 +213,7 @@ def _account(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> dict[str
         if not entry["voided"]:
             left -= Decimal(entry["amount"])
         entry["balance"] = money.text(left, currency)
-    standing = balances.standing_of(db, invoice, now)
+    standing = {name: invoice[name] for name in balances.NO_STANDING}
     due = Decimal(standing["amount_due"])
     return {"invoice_id": invoice_id, "currency": currency, "total": invoice["total"],
             "entries": entries, **standing,
@@ -241,7 +231,3 @@ async def list_payments(db: Database, actor: Actor, invoice_id: str) -> list[dic
         return _listed(db, invoice_id)
 
     return await db.read(unit)
-
-
-async def account_of(db: Database, actor: Actor, invoice_id: str) -> dict[str, Any] | None:
-    return await db.read(_account, actor.id, invoice_id)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import uuid
 from itertools import zip_longest
 from typing import Any
@@ -17,6 +18,7 @@ from studio import (
     finding,
     invoices,
     leases,
+    outbox,
     paging,
     payments,
     profiles,
@@ -120,26 +122,34 @@ async def blank_line(request: Request) -> Response:
                                                    "discount_percent": ""}})
 
 
+def _page_of(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> dict[str, Any]:
+    """What the invoice's page shows, read in one snapshot: the invoice as its document shows
+    it (its balance with it), the requests that named it, its payments and credit notes, its
+    share links and its sends."""
+    invoice = invoices._document(db, actor_id, invoice_id)
+    if invoice is None:
+        raise Refusal("invoice_not_found")
+    return {"invoice": invoice, "history": leases._requests_of(db, actor_id, invoice_id, 20),
+            "account": payments.account(db, invoice),
+            "share_links": shares._links(db, actor_id, invoice_id),
+            "sending": outbox.sending_of(db, actor_id, invoice_id)}
+
+
 async def invoice_page(request: Request) -> Response:
     invoice_id = path_id(request, "invoice_id", "invoice_not_found")
     actor = await current_actor(request)
     db = studio_of(request).db
     if answer_kind(request) == "json":
         return JSONResponse(await invoices.get_invoice(db, actor, invoice_id), headers=PRIVATE)
-    invoice = with_prices_shown(await invoices.get_document(db, actor, invoice_id))
-    history = await leases.list_requests(db, actor, invoice_id, limit=20)
-    account = await payments.account_of(db, actor, invoice_id)
+    page = await db.read(_page_of, actor.id, invoice_id)
     # The credit-note form's id, for browsers without script (studio.js keeps its own).
-    return render(request, "invoice.html", {"invoice": invoice, "history": history,
+    return render(request, "invoice.html", {**page,
+                                            "invoice": with_prices_shown(page["invoice"]),
                                             "request_id": str(uuid.uuid4()),
-                                            "account": account,
                                             "payment_request_id": str(uuid.uuid4()),
                                             "recorded": request.query_params.get("recorded"),
                                             "voided": request.query_params.get("voided"),
-                                            "share_links": await shares.links_of(
-                                                db, actor.id, invoice_id),
-                                            **await sending.page_context(request, actor,
-                                                                         invoice_id)})
+                                            **sending.page_context(request, page["sending"])})
 
 
 async def edit_invoice(request: Request) -> Response:

@@ -22,7 +22,6 @@ from studio import balances, customers, invoices, money, paging
 from studio.auth import Actor
 from studio.db import Database, anywhere, clock, dialect_of
 from studio.errors import Refusal
-from studio.leases import timestamp
 
 STATUSES = ("draft", "issued", "unpaid", "paid", "overdue")
 MAX_TEXT = 200
@@ -149,15 +148,7 @@ def _filtered(db: Any, actor_id: str, filters: Filters, limit: int, after: list[
     if len(found) <= limit and with_issued:
         asked["limit"] = limit + 1 - len(found)
         found += _issued(db, filters, asked, part == "issued")
-    last = found[limit - 1] if len(found) > limit else None
-    following = None
-    if last is not None:
-        following = paging.cursor(
-            ["draft", last["created_at"], last["id"]] if last["status"] == "draft"
-            else ["issued", last["issued_at"], last["number"]])
-    items = [{**{name: row[name] for name in invoices.LISTED},
-              "issued_at": timestamp(row["issued_at"])} for row in found[:limit]]
-    return paging.Page(items, following)
+    return invoices.page_of(found, limit)
 
 
 # --- what is paid and due --------------------------------------------------------------------

@@ -276,6 +276,13 @@ def _listed(db: sqlite3.Connection, actor_id: str, limit: int, after: list[Any] 
         asked["limit"] = limit + 1 - len(found)
         found += db.execute(ISSUED_AFTER if part == "issued" else ISSUED_FIRST,
                             asked).fetchall()
+    return page_of(found, limit)
+
+
+def page_of(found: list[sqlite3.Row], limit: int) -> paging.Page[dict[str, Any]]:
+    """A page of the list from its rows (drafts, then issued invoices, read one past `limit`),
+    and the cursor of the next: drafts go by when they were made, issued ones by when they
+    were issued and their number."""
     last = found[limit - 1] if len(found) > limit else None
     following = None
     if last is not None:

@@ -256,7 +256,12 @@ def _no_constant(name: str) -> object:
 
 def path_id(request: Request, name: str, missing: str) -> str:
     """A UUID from the path, canonical; anything malformed is simply not found."""
-    raw = request.path_params[name]
+    return id_of(request.path_params[name], missing)
+
+
+def id_of(raw: str, missing: str) -> str:
+    """A UUID from the path or the query, canonical; anything malformed is refused as
+    `missing`, as not found."""
     try:
         if len(raw) > MAX_PATH_ID:
             raise ValueError(raw)

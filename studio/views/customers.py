@@ -9,12 +9,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from studio import bindings, customers, identifiers, paging
-from studio.errors import Refusal
 from studio.web import (
     PRIVATE,
     answer,
     answer_kind,
     current_actor,
+    id_of,
     moved_to,
     path_id,
     read_body,
@@ -22,7 +22,6 @@ from studio.web import (
     studio_of,
 )
 
-MAX_ID = 64
 # The picker's own fields, named apart from the draft form's around it.
 NEW_CUSTOMER = {"new_customer_name": "name", "new_customer_email": "email",
                 "new_customer_request_id": "request_id"}
@@ -96,7 +95,8 @@ async def picker(request: Request) -> Response:
     db = studio_of(request).db
     query = request.query_params
     if "chosen" in query:
-        chosen = await customers.get_customer(db, actor, _customer_id(query["chosen"]))
+        chosen_id = id_of(query["chosen"], "customer_not_found")
+        chosen = await customers.get_customer(db, actor, chosen_id)
         return _picker(request, chosen)
     typed = customers.parse_query(query.get("q", query.get("customer")))
     page = await customers.list_customers(db, actor, customers.PICKER_MATCHES, None, typed)
@@ -114,13 +114,3 @@ async def picker_create(request: Request) -> Response:
     if answer_kind(request) == "json":
         return JSONResponse(made, status_code=201 if created else 200, headers=PRIVATE)
     return _picker(request, made)
-
-
-def _customer_id(raw: str) -> str:
-    """A UUID from the query, canonical; anything malformed is simply not found."""
-    try:
-        if len(raw) > MAX_ID:
-            raise ValueError(raw)
-        return str(uuid.UUID(raw))
-    except ValueError:
-        raise Refusal("customer_not_found") from None

@@ -810,15 +810,23 @@ def test_a_public_address_that_is_not_one_stops_the_start_saying_why(value: str)
 # --- a send whose worker dies on every try ---------------------------------------------------
 
 
+@pytest.fixture
+async def no_worker(settings: Settings, smtp: MailServer) -> Any:
+    """A studio that queues sends but delivers none itself: the test's claims are the only
+    ones."""
+    async with running(with_mail(settings, smtp, embedded_worker=False)) as started:
+        assert started.studio.worker is None
+        yield started
+
+
 async def test_a_send_whose_worker_died_on_every_try_is_given_up_after_three_days(
-        mailing: Running) -> None:
+        no_worker: Running) -> None:
     """A claim that timed out counts as a try; a send queued more than three days ago whose
     claim timed out is failed in plain words, not claimed again. If the worker that held
     that claim was only cut off and does hear the server take the email, it is still written
     as sent: one email, and a row that tells the truth."""
+    mailing = no_worker
     db = mailing.studio.db
-    mailing.studio.worker.delivery.claim = _never  # type: ignore[method-assign]
-    await anyio.sleep(0.6)
     client = await mailing.signed_in()
     send_id = (await client.post(f"/invoices/{mailing.invoice_ids()[0]}/send",
                                  json=send_body())).json()["send_id"]
@@ -854,31 +862,28 @@ async def test_a_send_whose_worker_died_on_every_try_is_given_up_after_three_day
 
 
 async def test_a_send_stranded_past_three_days_is_failed_by_a_running_worker_and_not_sent(
-        mailing: Running, inbox: Inbox) -> None:
-    """The studio's own worker meets a send whose last claim timed out, queued four days
-    ago: it fails it, sends nothing, and goes on delivering the others."""
-    delivery = mailing.studio.worker.delivery
-    delivery.claim = _never  # type: ignore[method-assign]
-    await anyio.sleep(0.6)
-    client = await mailing.signed_in()
-    invoice_id = mailing.invoice_ids()[0]
-    stranded = (await client.post(f"/invoices/{invoice_id}/send",
-                                  json=send_body("stranded"))).json()["send_id"]
-    fresh = (await client.post(f"/invoices/{invoice_id}/send",
-                               json=send_body("fresh"))).json()["send_id"]
+        settings: Settings, smtp: MailServer, inbox: Inbox) -> None:
+    """A studio's own worker meets a send whose last claim timed out, queued four days ago:
+    it fails it, sends nothing, and goes on delivering the others."""
+    async with running(with_mail(settings, smtp, embedded_worker=False)) as queueing:
+        client = await queueing.signed_in()
+        invoice_id = queueing.invoice_ids()[0]
+        stranded = (await client.post(f"/invoices/{invoice_id}/send",
+                                      json=send_body("stranded"))).json()["send_id"]
+        fresh = (await client.post(f"/invoices/{invoice_id}/send",
+                                   json=send_body("fresh"))).json()["send_id"]
     now = time.time()
-    execute(mailing.settings.db_path,
+    execute(settings.db_path,
             "UPDATE sends SET created_at = ?, next_attempt_at = ?, attempts = 7, claim = ?,"
             " claim_expires_at = ?, reply = ? WHERE id = ?",
             now - 4 * 86400, now - 3600, "gone-worker", now - 1,
             "451 4.3.0 Mailbox busy", stranded)
-    del delivery.claim
-    delivery.wake.set()
-    await wait_for(lambda: send_row(mailing, stranded)["status"] != "queued", what="an end")
-    await wait_for(lambda: send_row(mailing, fresh)["status"] == "sent", what="the other")
-    row = send_row(mailing, stranded)
-    assert row["status"] == "failed" and row["attempts"] == 7 and row["sent_at"] is None
-    assert row["reply"].startswith("No answer was recorded from the mail server; tried 7 times"
-                                   " over 3 days"), row["reply"]
-    assert "The last reply before that: 451 4.3.0 Mailbox busy" in row["reply"]
-    assert inbox.message_ids() == [send_row(mailing, fresh)["message_id"]]
+    async with running(with_mail(settings, smtp)) as studio:
+        await wait_for(lambda: send_row(studio, stranded)["status"] != "queued", what="an end")
+        await wait_for(lambda: send_row(studio, fresh)["status"] == "sent", what="the other")
+        row = send_row(studio, stranded)
+        assert row["status"] == "failed" and row["attempts"] == 7 and row["sent_at"] is None
+        assert row["reply"].startswith("No answer was recorded from the mail server; tried 7"
+                                       " times over 3 days"), row["reply"]
+        assert "The last reply before that: 451 4.3.0 Mailbox busy" in row["reply"]
+        assert inbox.message_ids() == [send_row(studio, fresh)["message_id"]]

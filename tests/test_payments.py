@@ -438,6 +438,27 @@ async def test_the_invoice_page_lists_payments_and_credit_notes_with_the_balance
         assert f">{method}</option>" in section
 
 
+async def test_the_invoice_page_reads_its_invoice_balance_and_payments_in_one_snapshot(
+        studio, monkeypatch) -> None:
+    """One read transaction for the page, the session's apart: its balance and its payments
+    cannot come from two moments, and the invoice is read once."""
+    client = await studio.signed_in()
+    invoice_id = await northwind(studio)
+    paid = await client.post(f"/invoices/{invoice_id}/payments", json=payment(amount="700"))
+    assert paid.status_code == 201, paid.text
+    db, units = studio.studio.db, []
+    read = db.read
+
+    async def counted(unit: Any, *args: Any) -> Any:
+        units.append(unit)
+        return await read(unit, *args)
+
+    monkeypatch.setattr(db, "read", counted)
+    page = await client.get(f"/invoices/{invoice_id}", headers=PAGE)
+    assert page.status_code == 200 and 'value="2000.00"' in page.text
+    assert [unit.__name__ for unit in units if unit.__module__ != "studio.auth"] == ["_page_of"]
+
+
 async def test_a_form_records_a_payment_and_goes_to_the_invoice(studio) -> None:
     client = await studio.signed_in()
     invoice_id, db = await northwind(studio), studio.settings.db_path

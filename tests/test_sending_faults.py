@@ -178,18 +178,20 @@ async def test_a_send_queued_while_the_server_was_long_down_leaves_within_a_minu
         await wait_for(lambda: scalar(path, "SELECT reply FROM sends WHERE id = ?", send_id),
                        what="a first try's outcome")
         # As if the server had been down for an hour: many tries made, the wait at its cap.
-        execute(path, "UPDATE sends SET attempts = 20, next_attempt_at = 0 WHERE id = ?",
-                send_id)
+        asked = time.time()
+        # A second try may hold the send already: either way the next outcome is the 21st try's.
+        execute(path, "UPDATE sends SET attempts = attempts + 19, next_attempt_at = 0"
+                " WHERE id = ?", send_id)
         await wait_for(tried_at_the_cap, what="a try at the cap")
         row = rows(path, "SELECT * FROM sends WHERE id = ?", send_id)[0]
         assert row["status"] == "queued" and "Connection" in row["reply"]
-        assert 29 <= row["next_attempt_at"] - time.time() <= 30.5  # the cap
+        assert asked + 29.5 <= row["next_attempt_at"] <= time.time() + 30.5  # the cap
         smtp.start()
         back = time.monotonic()
         try:
             await wait_for(lambda: len(inbox.messages) == 1, seconds=60, what="delivery")
             took = time.monotonic() - back
-            assert took <= 31, took
+            assert took <= 60, took  # within a minute of the server's return
             await wait_for(lambda: scalar(path, "SELECT status FROM sends WHERE id = ?",
                                           send_id) == "sent", what="the record")
         finally:

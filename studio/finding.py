@@ -206,11 +206,13 @@ class Found:
 
 
 def _found(db: Any, actor_id: str, filters: Filters, limit: int, after: list[Any] | None,
-           page: paging.Page[dict[str, Any]] | None, with_totals: bool) -> Found:
+           with_totals: bool) -> Found:
     now = clock(None)
     today = balances.today(now).isoformat()
-    if page is None:
+    if filters.any():
         page = _filtered(db, actor_id, filters, limit, after, today)
+    else:  # the plain list keeps its own fast path
+        page = invoices._listed(db, actor_id, limit, after)
     page = paging.Page(_with_standing(db, page.items, now), page.after)
     return Found(page, _totals(db, actor_id, today) if with_totals else [])
 
@@ -218,8 +220,6 @@ def _found(db: Any, actor_id: str, filters: Filters, limit: int, after: list[Any
 async def find(db: Database, actor: Actor, filters: Filters, limit: int = paging.DEFAULT_LIMIT,
                after: list[Any] | None = None, with_totals: bool = False) -> Found:
     """A page of the actor's invoices that match the filters, each with what it has paid and
-    is due; with the totals outstanding and overdue per currency when asked."""
-    page = None
-    if not filters.any():  # the plain list keeps its own fast path
-        page = await invoices.list_invoices(db, actor, limit, after)
-    return await db.read(_found, actor.id, filters, limit, after, page, with_totals)
+    is due; with the totals outstanding and overdue per currency when asked: one snapshot, so
+    the page and its totals are of one moment."""
+    return await db.read(_found, actor.id, filters, limit, after, with_totals)

@@ -254,7 +254,7 @@ def embed(pdf: bytes, xml: bytes, invoice: dict[str, Any]) -> bytes:
 async def issued_document(db: Database, owner_id: str, invoice_id: str) -> dict[str, Any]:
     """The owner's issued invoice as its document shows it, the seller's logo included; a
     draft has no e-invoice yet."""
-    invoice = await db.read(invoices._document, owner_id, invoice_id, True)
+    invoice = await db.read(invoices.document_of, owner_id, invoice_id, True)
     if invoice is None:
         raise Refusal("invoice_not_found")
     if invoice["status"] != "issued":

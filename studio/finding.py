@@ -212,7 +212,7 @@ def _found(db: Any, actor_id: str, filters: Filters, limit: int, after: list[Any
     if filters.any():
         page = _filtered(db, actor_id, filters, limit, after, today)
     else:  # the plain list keeps its own fast path
-        page = invoices._listed(db, actor_id, limit, after)
+        page = invoices.listed(db, actor_id, limit, after)
     page = paging.Page(_with_standing(db, page.items, now), page.after)
     return Found(page, _totals(db, actor_id, today) if with_totals else [])
 

@@ -262,7 +262,7 @@ LIST_QUERIES = [(sql, {"owner": "", "at": 0.0, "key": "", "limit": 1})
                 for sql in (DRAFTS_FIRST, DRAFTS_AFTER, ISSUED_FIRST, ISSUED_AFTER)]
 
 
-def _listed(db: sqlite3.Connection, actor_id: str, limit: int, after: list[Any] | None
+def listed(db: sqlite3.Connection, actor_id: str, limit: int, after: list[Any] | None
             ) -> paging.Page[dict[str, Any]]:
     """One page of the actor's invoices after the cursor's invoice, and the next cursor."""
     part, at, key = paging.key_of(after, str, float, str) if after else ("draft", 0.0, "")
@@ -608,7 +608,7 @@ def seal_legacy(db: sqlite3.Connection) -> None:
 async def list_invoices(db: Database, actor: Actor, limit: int = paging.DEFAULT_LIMIT,
                         after: list[Any] | None = None) -> paging.Page[dict[str, Any]]:
     """A page of the actor's invoices: drafts newest first, then issued newest first."""
-    return await db.read(_listed, actor.id, limit, after)
+    return await db.read(listed, actor.id, limit, after)
 
 
 async def get_invoice(db: Database, actor: Actor, invoice_id: str) -> dict[str, Any]:
@@ -627,7 +627,7 @@ def _logo(db: sqlite3.Connection, actor_id: str, seller: dict[str, Any] | None
     return found[1] if found else None
 
 
-def _document(db: sqlite3.Connection, actor_id: str, invoice_id: str, logo: bool = False
+def document_of(db: sqlite3.Connection, actor_id: str, invoice_id: str, logo: bool = False
               ) -> dict[str, Any] | None:
     """The invoice as its document shows it, the frozen hash its kept PDF is filed by, and
     when asked the seller's logo (the document's bytes travel to the renderer whole)."""
@@ -641,7 +641,7 @@ def _document(db: sqlite3.Connection, actor_id: str, invoice_id: str, logo: bool
 
 async def get_document(db: Database, actor: Actor, invoice_id: str, logo: bool = False
                        ) -> dict[str, Any]:
-    found = await db.read(_document, actor.id, invoice_id, logo)
+    found = await db.read(document_of, actor.id, invoice_id, logo)
     if found is None:
         raise Refusal("invoice_not_found")
     return found

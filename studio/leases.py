@@ -464,7 +464,7 @@ def _described(db: sqlite3.Connection, rows: list[sqlite3.Row]) -> list[dict[str
     return found
 
 
-def _requests_of(db: sqlite3.Connection, actor_id: str, invoice_id: str, limit: int
+def requests_of(db: sqlite3.Connection, actor_id: str, invoice_id: str, limit: int
                  ) -> list[dict[str, Any]]:
     """The newest requests that named one invoice, for its page."""
     rows = db.execute(REQUESTS_NAMING, {"actor": actor_id, "invoice": invoice_id,
@@ -486,7 +486,7 @@ def _requests_page(db: sqlite3.Connection, actor_id: str, limit: int,
 
 async def list_requests(db: Database, actor: Actor, invoice_id: str, limit: int = 20
                         ) -> list[dict[str, Any]]:
-    return await db.read(_requests_of, actor.id, invoice_id, limit)
+    return await db.read(requests_of, actor.id, invoice_id, limit)
 
 
 async def requests_page(db: Database, actor: Actor, limit: int = paging.DEFAULT_LIMIT,

@@ -79,7 +79,7 @@ def revoke(db: sqlite3.Connection, actor_id: str, invoice_id: str, now: float | 
         (now, invoice_id, actor_id, now)).rowcount
 
 
-def _links(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> list[dict[str, Any]]:
+def links(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> list[dict[str, Any]]:
     now = clock(None)
     found = []
     for row in db.execute(
@@ -96,7 +96,7 @@ def _links(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> list[dict[
 
 async def links_of(db: Database, actor_id: str, invoice_id: str) -> list[dict[str, Any]]:
     """The invoice's latest links with their state, for its owner's page."""
-    return await db.read(_links, actor_id, invoice_id)
+    return await db.read(links, actor_id, invoice_id)
 
 
 # --- opening a link --------------------------------------------------------------------------
@@ -117,7 +117,7 @@ def _opened(db: sqlite3.Connection, presented_sha256: str) -> Opened | None:
         (presented_sha256, clock(None))).fetchone()
     if row is None or not hmac.compare_digest(row["token_sha256"], presented_sha256):
         return None
-    invoice = invoices._document(db, row["owner_id"], row["invoice_id"], True)
+    invoice = invoices.document_of(db, row["owner_id"], row["invoice_id"], True)
     if invoice is None or invoice["status"] != "issued":
         return None
     return Opened(row["id"], row["owner_id"], invoice)

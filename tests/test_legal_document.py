@@ -87,7 +87,7 @@ async def test_the_payment_code_is_an_epc_transfer_of_the_total_into_the_sellers
     client = await studio.signed_in()
     invoice = await issued_full(studio, client)
     document = await studio.studio.db.read(
-        invoices._document, actor_id(studio.settings.db_path), invoice["id"])
+        invoices.document_of, actor_id(studio.settings.db_path), invoice["id"])
     code = documents.payment_qr(document)
     assert code is not None
     # The EPC069-12 payload: service tag, version, charset, SCT, BIC, name, IBAN, amount,

@@ -126,12 +126,12 @@ def _page_of(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> dict[str
     """What the invoice's page shows, read in one snapshot: the invoice as its document shows
     it (its balance with it), the requests that named it, its payments and credit notes, its
     share links and its sends."""
-    invoice = invoices._document(db, actor_id, invoice_id)
+    invoice = invoices.document_of(db, actor_id, invoice_id)
     if invoice is None:
         raise Refusal("invoice_not_found")
-    return {"invoice": invoice, "history": leases._requests_of(db, actor_id, invoice_id, 20),
+    return {"invoice": invoice, "history": leases.requests_of(db, actor_id, invoice_id, 20),
             "account": payments.account(db, invoice),
-            "share_links": shares._links(db, actor_id, invoice_id),
+            "share_links": shares.links(db, actor_id, invoice_id),
             "sending": outbox.sending_of(db, actor_id, invoice_id)}
 
 

@@ -72,7 +72,7 @@ def parse_logo(content: bytes) -> Logo:
     return Logo(guessed.mime, content, hashlib.sha256(content).hexdigest())
 
 
-def _read(db: sqlite3.Connection, actor_id: str) -> dict[str, Any]:
+def profile_of(db: sqlite3.Connection, actor_id: str) -> dict[str, Any]:
     row = db.execute(f"SELECT {', '.join(FIELDS)}, logo_sha256 FROM profiles"
                      " WHERE actor_id = ?", (actor_id,)).fetchone()
     return dict(row) if row else {**EMPTY, "logo_sha256": None}
@@ -101,7 +101,7 @@ def save(db: sqlite3.Connection, actor_id: str, profile: dict[str, str],
     if logo is not None or remove_logo:
         db.execute("UPDATE profiles SET logo_sha256 = ? WHERE actor_id = ?",
                    (logo.sha256 if logo else None, actor_id))
-    return _read(db, actor_id)
+    return profile_of(db, actor_id)
 
 
 def logo(db: sqlite3.Connection, owner_id: str, sha256: str) -> tuple[str, bytes] | None:
@@ -113,14 +113,14 @@ def logo(db: sqlite3.Connection, owner_id: str, sha256: str) -> tuple[str, bytes
 
 
 def _current_logo(db: sqlite3.Connection, actor_id: str) -> tuple[str, bytes] | None:
-    sha256 = _read(db, actor_id)["logo_sha256"]
+    sha256 = profile_of(db, actor_id)["logo_sha256"]
     return logo(db, actor_id, sha256) if sha256 else None
 
 
 def seller_snapshot(db: sqlite3.Connection, actor_id: str) -> dict[str, str | None]:
     """The seller as issuing freezes it into an invoice: the whole profile with its logo;
     refused without a business name."""
-    seller = _read(db, actor_id)
+    seller = profile_of(db, actor_id)
     if not seller["name"].strip():
         raise Refusal("invoice_incomplete", "Add your business name in Settings before issuing: "
                                             "it is printed on the invoice as the seller.")
@@ -128,7 +128,7 @@ def seller_snapshot(db: sqlite3.Connection, actor_id: str) -> dict[str, str | No
 
 
 async def get_profile(db: Database, actor: Actor) -> dict[str, Any]:
-    return await db.read(_read, actor.id)
+    return await db.read(profile_of, actor.id)
 
 
 async def save_profile(db: Database, actor: Actor, profile: dict[str, str],

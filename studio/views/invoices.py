@@ -170,16 +170,28 @@ async def delete_invoice(request: Request) -> Response:
     return moved_to(request, "/invoices", {"status": "deleted", "invoice_id": invoice_id})
 
 
+def _review_of(db: sqlite3.Connection, actor_id: str, invoice_id: str
+               ) -> tuple[dict[str, Any], dict[str, Any], tuple[dict[str, str], int | None]]:
+    """What the review step shows, read in one snapshot: the draft, the seller and the buyer
+    that issuing it now would keep, with the revision of the customer the buyer comes from."""
+    invoice = invoices.document_of(db, actor_id, invoice_id)
+    if invoice is None:
+        raise Refusal("invoice_not_found")
+    if invoice["status"] == "issued":
+        return invoice, {}, ({}, None)
+    return (invoice, profiles.profile_of(db, actor_id),
+            invoices.buyer_of_draft(db, actor_id, invoice_id))
+
+
 async def issue_review(request: Request) -> Response:
     """The issue review step: exactly what will be frozen; the page mints the id."""
     invoice_id = path_id(request, "invoice_id", "invoice_not_found")
     actor = await current_actor(request)
-    db = studio_of(request).db
-    invoice = with_prices_shown(await invoices.get_document(db, actor, invoice_id))
+    invoice, seller, (buyer, customer_revision) = await studio_of(request).db.read(
+        _review_of, actor.id, invoice_id)
     if invoice["status"] == "issued":
         return RedirectResponse(f"/invoices/{invoice_id}", status_code=303, headers=PRIVATE)
-    seller = await profiles.get_profile(db, actor)
-    buyer, customer_revision = await db.read(invoices.buyer_of_draft, actor.id, invoice_id)
+    invoice = with_prices_shown(invoice)
     frozen = {"revision": invoice["revision"]}
     if customer_revision is not None:
         frozen["customer_revision"] = customer_revision

@@ -27,10 +27,11 @@ import idna
 SMTP_TIMEOUT_S = 20.0
 DEFAULT_PORTS = {"smtp": 587, "smtps": 465}
 LOOPBACK = {"localhost", "127.0.0.1", "::1"}
-MAX_ADDRESS = 254
-# An address as a person types it: one @, no spaces, a dot in the domain. Mail servers judge
-# the rest; this keeps out what is plainly a typo and anything that could break a header.
-ADDRESS = re.compile(r"[^@\s,;<>()\[\]\"\\]+@[^@\s,;<>()\[\]\"\\]+\.[^@\s,;<>()\[\]\"\\.]+")
+MAX_ADDRESS = 254  # RFC 5321's longest path, less its angle brackets
+MAX_LOCAL = 64  # RFC 5321's longest local part
+# What may stand between the dots before the @ (RFC 5322's atext); any letter beyond ASCII is
+# taken as well (RFC 6531), checked one by one in `address_fault`.
+ATEXT = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]")
 
 
 class MailSettingError(ValueError):
@@ -70,23 +71,77 @@ def mail_server(url: str) -> MailServer:
 
 def ascii_domain(domain: str) -> str | None:
     """The domain as mail servers are told it: IDNA (`exämple.de` is `xn--exmple-cua.de`),
-    or None when it is no name the internet could hold. ASCII is left as written."""
-    if domain.isascii():
-        return domain
+    or None when it is no name the internet could hold (an empty label, a hyphen first or
+    last, a character no script has). ASCII is left as written."""
     try:
-        return idna.encode(domain, uts46=True).decode("ascii")
+        encoded = idna.encode(domain, uts46=True).decode("ascii")
     except (idna.IDNAError, UnicodeError):
         return None
+    return domain if domain.isascii() else encoded
+
+
+class NotAnAddress(ValueError):
+    """Why a text is no address the studio keeps or sends to, in a person's words."""
+
+
+def address(value: str) -> str:
+    """`value` trimmed, if it is an address by `address_fault`'s rule; else NotAnAddress."""
+    trimmed = value.strip()
+    fault = address_fault(trimmed)
+    if fault is not None:
+        raise NotAnAddress(fault)
+    return trimmed
+
+
+def address_fault(value: str) -> str | None:
+    """The one rule for every address the studio keeps (a customer's, the seller's) or sends
+    to: why `value` is not one, or None when it is. An address is what mail can carry, as a
+    person writes it:
+
+    - one `local@domain`, nothing around it: no name, no `<>`, no quotes, no spaces, no
+      commas (a list of copies is split on them);
+    - the local part is dot-separated words (no dot first, last or twice in a row) of
+      letters and digits of any script and ``!#$%&'*+/=?^_`{|}~-``; letters beyond ASCII go
+      only with SMTPUTF8, which most servers offer;
+    - the domain is a name the internet could hold, in any script (sent as IDNA, `xn--...`):
+      two or more labels, none empty, none starting or ending with a hyphen, the last not
+      all digits (no bare IP addresses);
+    - no invisible character anywhere (control, format such as a zero-width space, or an
+      unassigned one): one could make the address read as another, or break a header;
+    - at most 254 characters, 64 before the @, as the mail server is told it (the domain
+      in IDNA, a letter beyond ASCII counted in its UTF-8 bytes)."""
+    like = "must be one address like name@example.com, without a name, spaces or <>"
+    if len(value) > MAX_ADDRESS:
+        return f"is longer than an address can be ({MAX_ADDRESS} characters at most)"
+    for char in value:
+        if unicodedata.category(char)[0] == "C":
+            return (f"holds an invisible character (U+{ord(char):04X}), which no address"
+                    " holds; type the address again")
+    if value.count("@") != 1:
+        return like
+    local, domain = value.split("@")
+    if not local or not domain:
+        return like
+    for char in local:
+        if char.isascii() and char != "." and not ATEXT.fullmatch(char) \
+                or not char.isascii() and unicodedata.category(char)[0] == "Z":
+            return like
+    if "" in local.split("."):
+        return "cannot have a dot first or last before the @, or two dots in a row"
+    wire = ascii_domain(domain)
+    labels = domain.split(".")
+    if wire is None or len(labels) < 2 or "" in labels or labels[-1].isdigit():
+        return (f"cannot be sent to: {domain[:100]}, after the @, is not a name a mail server"
+                " can be found by. Check it for a typo, or ask for another address")
+    if len(local.encode()) > MAX_LOCAL or len(f"{local}@{wire}".encode()) > MAX_ADDRESS:
+        return (f"is longer than an address can be ({MAX_ADDRESS} characters at most,"
+                f" {MAX_LOCAL} before the @)")
+    return None
 
 
 def is_address(value: str) -> bool:
-    """An address a mail server can be told about: its domain has an IDNA form; its local
-    part holds no invisible formatting character (one could make it read as another)."""
-    if len(value) > MAX_ADDRESS or ADDRESS.fullmatch(value) is None:
-        return False
-    local, domain = value.rsplit("@", 1)
-    return ascii_domain(domain) is not None \
-        and not any(unicodedata.category(c).startswith("C") for c in local)
+    """Whether `value`, as it is, is an address by `address_fault`'s rule."""
+    return address_fault(value) is None
 
 
 def wire_address(address: str) -> str:

@@ -16,9 +16,9 @@ import unicodedata
 import uuid
 from typing import Any
 
-from studio import bindings, mail, shares
+from studio import balances, bindings, mail, shares
 from studio.db import after_commit, clock, dialect_of
-from studio.errors import REFUSALS, Refusal
+from studio.errors import Refusal
 from studio.invoices import owned
 from studio.leases import timestamp
 
@@ -51,19 +51,21 @@ def _one_line(value: object, refusal: str, most: int) -> str | None:
 
 
 def _address(value: object) -> str | None:
-    address = _one_line(value, "invalid_recipient", mail.MAX_ADDRESS)
-    if address is not None and not mail.is_address(address):
-        raise Refusal("invalid_recipient", _not_an_address(address))
-    return address
+    """A recipient typed, by the rule every kept address meets (`mail.address_fault`)."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise Refusal("invalid_recipient")
+    if not value.strip():
+        return None
+    try:
+        return mail.address(value)
+    except mail.NotAnAddress as fault:
+        raise Refusal("invalid_recipient", _not_an_address(value.strip(), fault)) from None
 
 
-def _not_an_address(address: str) -> str:
-    domain = address.rsplit("@", 1)[-1]
-    if mail.ADDRESS.fullmatch(address) and mail.ascii_domain(domain) is None:
-        return (f"{address[:100]} cannot be sent to: {domain[:100]}, after the @, is not a name"
-                " a mail server can be found by. Check it for a typo, or ask for another"
-                " address.")
-    return REFUSALS["invalid_recipient"][1]
+def _not_an_address(address: str, fault: object) -> str:
+    return f"The address “{address[:100]}” {fault}."
 
 
 def _copies(value: object) -> list[str]:
@@ -101,8 +103,8 @@ def parse_send(body: dict[str, Any]) -> dict[str, Any]:
 def _invoice_facts(db: sqlite3.Connection, invoice: sqlite3.Row) -> dict[str, Any]:
     seller = json.loads(invoice["seller"]) if invoice["seller"] else {}
     buyer = json.loads(invoice["buyer"]) if invoice["buyer"] else {}
-    balance = db.execute("SELECT amount_due, payment_status FROM balances WHERE invoice_id = ?",
-                         (invoice["id"],)).fetchone()
+    # What is due as the invoice page says it, credit notes and payments included.
+    standing = balances.standing_of(db, invoice)
     customer_email = ""
     if invoice["customer_id"]:
         row = db.execute("SELECT email FROM customers WHERE id = ?",
@@ -114,8 +116,8 @@ def _invoice_facts(db: sqlite3.Connection, invoice: sqlite3.Row) -> dict[str, An
             "seller": seller.get("name") or "",
             "seller_email": seller.get("email") or "",
             "email": customer_email or buyer.get("email") or "",
-            "amount_due": balance["amount_due"] if balance else None,
-            "payment_status": balance["payment_status"] if balance else None}
+            "amount_due": standing["amount_due"],
+            "payment_status": standing["payment_status"]}
 
 
 def default_words(facts: dict[str, Any], kind: str) -> tuple[str, str]:
@@ -165,8 +167,10 @@ def queue(db: sqlite3.Connection, actor_id: str, invoice_id: str, binding: str,
         recipient = asked["to"] or facts["email"]
         if not recipient:
             raise Refusal("recipient_missing")
-        if not mail.is_address(recipient):
-            raise Refusal("invalid_recipient", _not_an_address(recipient))
+        # An address kept before the rule was the one it is now is checked again here.
+        fault = mail.address_fault(recipient)
+        if fault is not None:
+            raise Refusal("invalid_recipient", _not_an_address(recipient, fault))
         subject, message = default_words(facts, kind)
         message = asked["message"] or message
         link_id, token = shares.mint(db, actor_id, invoice_id, now, share_days)

@@ -346,6 +346,46 @@ async def test_a_reminder_goes_for_an_unpaid_invoice_and_is_refused_once_paid(
     assert "Send by email" in page and "Send a reminder" not in page
 
 
+async def test_a_reminder_says_what_the_invoice_page_says_is_due_credit_notes_included(
+        mailing: Running) -> None:
+    client = await mailing.signed_in()
+    invoice_id = mailing.invoice_ids()[0]
+    note = (await client.post(f"/invoices/{invoice_id}/credit-note", json={})).json()
+    edited = await client.patch(f"/invoices/{note['id']}", json={
+        "revision": note["revision"], "line_items": [
+            {"description": "Refund", "quantity": "1", "unit_price": "200.00",
+             "tax_rate": "0"}]})
+    assert edited.status_code == 200, edited.text
+    issued = await client.post(f"/invoices/{note['id']}/issue", json={
+        "request_id": "credit", "revision": edited.json()["revision"]})
+    assert issued.status_code == 201, issued.text
+    paid = await client.post(f"/invoices/{invoice_id}/payments", json={
+        "request_id": "pay-some", "amount": "500.00", "date": "2026-12-01",
+        "method": "bank_transfer"})
+    assert paid.status_code == 201, paid.text
+    due = (await client.get(f"/invoices/{invoice_id}")).json()["amount_due"]
+    assert due == "2000.00"
+    page = (await client.get(f"/invoices/{invoice_id}", headers=PAGE)).text
+    assert f"still has EUR {due} to pay" in page
+    reply = await client.post(f"/invoices/{invoice_id}/remind", json=send_body("remind-1"))
+    assert reply.status_code == 202, reply.text
+    assert f"still has EUR {due} to pay" in send_row(mailing, reply.json()["send_id"])["message"]
+
+
+async def test_a_reminder_reads_the_balance_the_page_reads_even_one_never_kept(
+        mailing: Running) -> None:
+    """An invoice issued before balances were kept has no balance row: the page works its
+    balance out from its facts, and so does a reminder, instead of finding nothing due."""
+    client = await mailing.signed_in()
+    invoice_id = mailing.invoice_ids()[0]
+    execute(mailing.settings.db_path, "DELETE FROM balances WHERE invoice_id = ?", invoice_id)
+    shown = (await client.get(f"/invoices/{invoice_id}")).json()
+    assert (shown["payment_status"], shown["amount_due"]) == ("unpaid", "2700.00")
+    reply = await client.post(f"/invoices/{invoice_id}/remind", json=send_body("remind-1"))
+    assert reply.status_code == 202, reply.text
+    assert "still has EUR 2700.00 to pay" in send_row(mailing, reply.json()["send_id"])["message"]
+
+
 async def test_a_reminders_message_is_the_persons_own_words_when_given(
         mailing: Running) -> None:
     client = await mailing.signed_in()

@@ -116,11 +116,12 @@ def buyer_of(invoice: dict[str, Any]) -> dict[str, Any]:
 
 # --- why a rate of 0 % charges no VAT -------------------------------------------------------
 
-# The EU's member states, by ISO 3166-1 code.
+# The EU's member states, by ISO 3166-1 code, and XI: Northern Ireland, which the EU's VAT
+# rules for goods still cover, and whose traders have VAT IDs beginning XI.
 EU = frozenset("AT BE BG CY CZ DE DK EE ES FI FR GR HR HU IE IT LT LU LV MT NL PL PT RO SE SI"
-               " SK".split())
-# The VAT ID prefix that is not the ISO country code.
-VAT_PREFIX_COUNTRY = {"EL": "GR"}
+               " SK XI".split())
+# The VAT ID prefixes that are not the ISO country code.
+VAT_PREFIX_COUNTRY = {"EL": "GR", "XI": "GB"}
 
 
 @dataclass(frozen=True)
@@ -145,12 +146,28 @@ EXPORT = VatCategory(
 
 
 def country_of(party: dict[str, Any]) -> str:
-    """The party's ISO 3166-1 country, or the one its VAT ID begins with."""
+    """The party's ISO 3166-1 country, or, when it has none, the one its EU VAT ID begins
+    with."""
     country = (party.get("country") or "").strip().upper()
-    vat_id = (party.get("vat_id") or "").strip().upper()
-    if not country and len(vat_id) > 2 and vat_id[:2].isalpha():
-        country = VAT_PREFIX_COUNTRY.get(vat_id[:2], vat_id[:2])
+    prefix = _vat_prefix(party)
+    if not country and prefix:
+        country = VAT_PREFIX_COUNTRY.get(prefix, prefix)
     return country
+
+
+def vat_country_of(party: dict[str, Any]) -> str:
+    """Where the party trades for VAT: XI for a VAT ID of Northern Ireland (its country being
+    GB), else its country."""
+    return "XI" if _vat_prefix(party) == "XI" else country_of(party)
+
+
+def _vat_prefix(party: dict[str, Any]) -> str:
+    """The member state an EU VAT ID begins with (EL for Greece, XI for Northern Ireland),
+    or nothing."""
+    vat_id = (party.get("vat_id") or "").strip().upper()
+    prefix = vat_id[:2]
+    known = prefix in EU or VAT_PREFIX_COUNTRY.get(prefix) in EU
+    return prefix if len(vat_id) > 2 and known else ""
 
 
 def zero_rate_category(invoice: dict[str, Any]) -> VatCategory:
@@ -166,8 +183,10 @@ def zero_rate_category(invoice: dict[str, Any]) -> VatCategory:
     Goods dispatched to another member state (category K, art. 138) are not told apart from
     services: a seller of goods writes its own words in the notes.
     """
+    # A credit note reverses its invoice's treatment: judged from that invoice's parties.
+    invoice = invoice.get("credited") or invoice
     seller, buyer = invoice.get("seller") or {}, buyer_of(invoice)
-    selling_from, buying_in = country_of(seller), country_of(buyer)
+    selling_from, buying_in = vat_country_of(seller), vat_country_of(buyer)
     if selling_from not in EU or not (seller.get("vat_id") or "").strip():
         return ZERO_RATED
     if buying_in in EU and buying_in != selling_from and (buyer.get("vat_id") or "").strip():

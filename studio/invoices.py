@@ -307,9 +307,15 @@ def _with_corrections(db: sqlite3.Connection, actor_id: str, invoice_id: str
     if invoice is None:
         return None
     if invoice["credits"]:
-        corrected = db.execute("SELECT number, total FROM invoices WHERE id = ?",
-                               (invoice["credits"],)).fetchone()
+        corrected = db.execute("SELECT number, seller, buyer, customer FROM invoices"
+                               " WHERE id = ?", (invoice["credits"],)).fetchone()
         invoice["credits_number"] = corrected["number"]
+        # A credit note reverses its invoice's VAT treatment, judged from the parties as that
+        # invoice kept them (documents.zero_rate_category).
+        invoice["credited"] = {
+            "seller": json.loads(corrected["seller"]) if corrected["seller"] else None,
+            "buyer": json.loads(corrected["buyer"]) if corrected["buyer"] else None,
+            "customer": corrected["customer"]}
     invoice["credit_notes"] = [dict(row) for row in db.execute(
         "SELECT id, number, status, total FROM invoices WHERE credits = ? AND owner_id = ?"
         " AND status != 'deleted' ORDER BY created_at", (invoice_id, actor_id))]

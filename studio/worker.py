@@ -71,12 +71,8 @@ def claim_task(
     now = clock(now)
     sql = dialect_of(db)
     known = None if providers is None else json.dumps(providers)
-    timed_out = "OR tasks.claim_expires_at <= :now" if take_over else ""
-    waiting = f"""
-        tasks.status IN ('pending', 'running')
-        AND (tasks.status = 'pending' {timed_out})
-        AND (CAST(:known AS TEXT) IS NULL
-             OR tasks.provider IN (SELECT value FROM json_each(:known)))"""
+    waiting = _waiting("'pending' OR tasks.claim_expires_at <= :now" if take_over
+                       else "'pending'")
     still_waiting = ("status = 'pending' OR (status = 'running' AND claim_expires_at <= :now)"
                      if take_over else "status = 'pending'")
     args = {"claim": claim, "expires": now + claim_seconds, "now": now, "known": known}
@@ -135,6 +131,41 @@ def claim_task(
         attempts=row["attempts"], deadline_at=lease["deadline_at"],
         invoice=fields, has_proposal=has_proposal, unreadable=unreadable,
     )
+
+
+def _waiting(status: str) -> str:
+    """The tasks a claim may take: `tasks.status = <status>`, of a provider the worker has.
+    The first line is the partial index's own condition, which SQLite needs written out."""
+    return f"""
+        tasks.status IN ('pending', 'running')
+        AND (tasks.status = {status})
+        AND (CAST(:known AS TEXT) IS NULL
+             OR tasks.provider IN (SELECT value FROM json_each(:known)))"""
+
+
+def what_to_claim(db: sqlite3.Connection, providers: list[str] | None = None,
+                  now: float | None = None) -> tuple[bool, bool]:
+    """(a task waits, a claim timed out), each of an open lease with its deadline ahead: a
+    read, so an idle worker looks without taking the write lock (`Worker.claim`)."""
+    sql = dialect_of(db)
+    args = {"now": clock(now), "known": None if providers is None else json.dumps(providers)}
+
+    def any_task(status: str) -> str:
+        return f"""EXISTS (SELECT 1 FROM leases {sql.join_in_order} tasks {sql.tasks_waiting}
+                               ON tasks.lease_id = leases.id
+                            WHERE leases.status = 'open' AND leases.deadline_at > :now
+                              AND {_waiting(status)})"""
+
+    waiting = any_task("'pending'")
+    timed_out = any_task("'running' AND tasks.claim_expires_at <= :now")
+    row = db.execute(f"SELECT {waiting} AS waiting, {timed_out} AS timed_out", args).fetchone()
+    return bool(row["waiting"]), bool(row["timed_out"])
+
+
+def any_timed_out(db: sqlite3.Connection) -> bool:
+    """Whether a task's claim timed out, of any lease (`keep_claims` hands them back)."""
+    return db.execute("SELECT 1 FROM tasks WHERE status = 'running' AND claim_expires_at <= ?"
+                      " LIMIT 1", (clock(None),)).fetchone() is not None
 
 
 def keep_claims(db: sqlite3.Connection, claims: list[str], claim_seconds: float) -> int:
@@ -247,11 +278,15 @@ class Worker:
         self._held.add(claim)
         seconds = self.settings.claim_seconds
         try:
-            # A waiting task on row locks alone; only when none waits, a timed-out claim,
+            # A look first, so an idle worker's poll takes no write lock at all. Then a
+            # waiting task on row locks alone; only when none was taken, a timed-out claim,
             # under the write lock (see claim_task).
-            task = await self.db.write_on_row_locks(
-                claim_task, claim, seconds, providers=self._can_run, take_over=False)
-            if task is None:
+            waiting, timed_out = await self.db.read(what_to_claim, self._can_run)
+            task = None
+            if waiting:
+                task = await self.db.write_on_row_locks(
+                    claim_task, claim, seconds, providers=self._can_run, take_over=False)
+            if task is None and timed_out:
                 task = await self.db.write(claim_task, claim, seconds, providers=self._can_run)
         except Exception:
             # The transaction rolled back: no task carries this claim, so nothing to keep alive.
@@ -318,6 +353,9 @@ class Worker:
         while True:
             await asyncio.sleep(every)
             try:
+                # Nothing held and nothing timed out: nothing to write.
+                if not self._held and not await self.db.read(any_timed_out):
+                    continue
                 handed_back = await self.db.write(keep_claims, list(self._held),
                                                   self.settings.claim_seconds)
                 if handed_back:

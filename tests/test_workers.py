@@ -7,11 +7,24 @@ import subprocess
 import sys
 import time
 from contextlib import closing
+from typing import Any
 
 import httpx
+import pytest
 
 from studio.auth import SESSION_COOKIE
-from tests.conftest import ADA, lease_body, rows, scalar, sign_in, start_server
+from studio.config import Settings
+from studio.worker import Worker
+from tests.conftest import (
+    ADA,
+    execute,
+    lease_body,
+    rows,
+    running,
+    scalar,
+    sign_in,
+    start_server,
+)
 
 
 def pinned_clients(url: str, wanted: int = 2, tries: int = 300) -> dict[int, httpx.Client]:
@@ -86,3 +99,70 @@ def test_two_workers_both_answer_and_a_lease_made_through_one_is_applied_through
     assert scalar(db_path, "SELECT summary FROM invoices WHERE id = ?", invoice) != ""
     assert "with 2 worker process(es)" in server.log()
     assert not counters.exists() and living.exists()  # a clean stop takes its own away
+
+
+# --- what an idle worker costs ---------------------------------------------------------------
+
+
+def count_writes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every write transaction begun on the studio's database, by its unit's name."""
+    from studio import db as sqlite_db
+    from studio import postgres
+
+    writes: list[str] = []
+    for module in (sqlite_db, postgres):
+        def counted(connection: Any, unit: Any, *args: Any, _begin: Any = module.in_transaction,
+                    **kwargs: Any) -> Any:
+            writes.append(unit.__name__)
+            return _begin(connection, unit, *args, **kwargs)
+        monkeypatch.setattr(module, "in_transaction", counted)
+    return writes
+
+
+@pytest.mark.anyio
+async def test_an_idle_worker_looks_for_tasks_and_sends_without_writing(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With nothing to do, a poll is a read; the write lock is taken only for a claim, one
+    write for one task."""
+    mailing = settings.with_changes(embedded_worker=False, sweeper=False,
+                                    smtp_url="smtp://127.0.0.1:9", mail_from="b@studio.test")
+    async with running(mailing) as studio:
+        db = studio.studio.db
+        worker = Worker(db, studio.studio.providers, studio.settings)
+        assert worker.delivery is not None
+        writes = count_writes(monkeypatch)
+        for _ in range(3):
+            assert await worker.claim() is None
+            assert await worker.delivery.claim() is None
+        assert writes == []
+        ada = await studio.signed_in()
+        made = await ada.post("/leases", json=lease_body(studio.invoice_ids()[:1]))
+        assert made.status_code == 201, made.text
+        writes.clear()
+        task = await worker.claim()
+        assert task is not None and writes == ["claim_task"]
+        [row] = rows(settings.db_path, "SELECT status, claim FROM tasks WHERE id = ?",
+                     task.task_id)
+        assert (row["status"], row["claim"]) == ("running", task.claim)
+
+
+@pytest.mark.anyio
+async def test_a_timed_out_claim_is_taken_over_with_one_write_after_the_look(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with running(settings.with_changes(embedded_worker=False, sweeper=False)) as studio:
+        db = studio.studio.db
+        ada = await studio.signed_in()
+        made = await ada.post("/leases", json=lease_body(studio.invoice_ids()[:2]))
+        assert made.status_code == 201, made.text
+        first = Worker(db, studio.studio.providers, studio.settings)
+        taken = [task.task_id for task in [await first.claim(), await first.claim()] if task]
+        assert len(taken) == 2 and await first.claim() is None
+        execute(settings.db_path, "UPDATE tasks SET claim_expires_at = 0")  # its worker died
+        second = Worker(db, studio.studio.providers, studio.settings)
+        writes = count_writes(monkeypatch)
+        task = await second.claim()
+        assert task is not None and task.task_id in taken and task.attempts == 2
+        assert writes == ["claim_task"]  # no row-lock try first: nothing was waiting
+        [row] = rows(settings.db_path, "SELECT status, claim FROM tasks WHERE id = ?",
+                     task.task_id)
+        assert (row["status"], row["claim"]) == ("running", task.claim)

@@ -38,6 +38,8 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "draft_changed": (
         409, "This draft changed since you opened it. Reload it and make your change again."),
     "invoice_not_issued": (409, "This invoice is still a draft; it has no document yet."),
+    "einvoice_incomplete": (409, "This invoice lacks what every e-invoice must carry; its"
+                                 " PDF is a complete invoice."),
     "not_creditable": (409, "A credit note cannot itself be credited; credit the invoice."),
     "sending_not_configured": (
         409, "This studio cannot send email yet: whoever runs it sets STUDIO_SMTP_URL (the mail"

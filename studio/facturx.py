@@ -251,6 +251,32 @@ def embed(pdf: bytes, xml: bytes, invoice: dict[str, Any]) -> bytes:
                       "subject": f"{title}, issued {documents.issue_date_of(invoice)} by {seller}"})
 
 
+def missing(invoice: dict[str, Any]) -> list[str]:
+    """What EN 16931 asks of every e-invoice that this issued invoice does not carry, in a
+    person's words: the seller's country (BR-9) and VAT ID (BR-CO-26 with the category
+    rules), the buyer's country (BR-11). An invoice issued to a buyer typed by name alone
+    has no buyer country: its PDF is a whole invoice, but no e-invoice can be made of it."""
+    seller = invoice.get("seller") or {}
+    lacks = []
+    if not documents.country_of(seller):
+        lacks.append("your country")
+    if not (seller.get("vat_id") or "").strip():
+        lacks.append("your VAT ID")
+    if not documents.country_of(documents.buyer_of(invoice)):
+        lacks.append("the buyer's country")
+    return lacks
+
+
+def refuse_unless_complete(invoice: dict[str, Any]) -> None:
+    lacks = missing(invoice)
+    if lacks:
+        raise Refusal("einvoice_incomplete", (
+            f"No e-invoice can be made of {invoice['number']}: it does not name "
+            f"{' or '.join(lacks)}, which every e-invoice must. Its PDF is a complete invoice"
+            " to send as it is. An issued invoice never changes, so for invoices to come, add"
+            " what is missing in Settings or on the customer before issuing."))
+
+
 async def issued_document(db: Database, owner_id: str, invoice_id: str) -> dict[str, Any]:
     """The owner's issued invoice as its document shows it, the seller's logo included; a
     draft has no e-invoice yet."""

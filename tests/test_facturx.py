@@ -177,18 +177,23 @@ async def test_the_xml_of_a_credit_note_is_type_381_and_names_the_invoice_it_cre
     assert not tree.xpath("//ram:SpecifiedTradeSettlementPaymentMeans", namespaces=NS)
 
 
-async def test_an_invoice_issued_with_only_a_customer_name_still_passes_the_schema(
+async def test_an_invoice_issued_with_only_a_customer_name_has_no_e_invoice_and_says_why(
         studio) -> None:
-    """Invoices issued before buyers were kept have the customer's name alone."""
+    """Invoices issued to a buyer typed by name (or before buyers were kept) have no buyer
+    country, which every e-invoice must carry: no e-invoice is made, and the refusal names
+    the invoice and what it lacks."""
     client = await studio.signed_in()
     [first, *_] = studio.invoice_ids()
     invoice = (await client.get(f"/invoices/{first}")).json()
-    reply = await client.get(f"/invoices/{first}.xml")
-    assert reply.status_code == 200, reply.text
-    tree = xml_tree(reply.content)
-    assert one(tree, "//ram:BuyerTradeParty/ram:Name") == invoice["customer"]
-    assert one(tree, "//ram:SellerTradeParty/ram:Name") == invoice["seller"]["name"]
-    assert one(tree, "//rsm:ExchangedDocument/ram:ID") == invoice["number"]
+    assert not (invoice["buyer"] or {}).get("country")
+    for ending in (".xml", ".facturx.pdf"):
+        reply = await client.get(f"/invoices/{first}{ending}")
+        assert reply.status_code == 409, reply.text
+        assert reply.json()["detail"] == "einvoice_incomplete"
+        assert invoice["number"] in reply.json()["message"]
+        assert "the buyer's country" in reply.json()["message"]
+    page = (await client.get(f"/invoices/{first}", headers={"Accept": "text/html"})).text
+    assert f'href="/invoices/{first}.xml"' not in page and 'id="einvoice-lacks"' in page
 
 
 async def test_the_facturx_pdf_is_the_same_document_with_the_xml_inside_built_once(
@@ -257,10 +262,11 @@ async def test_a_draft_has_no_e_invoice_and_another_persons_invoice_is_not_found
 
 async def test_the_invoice_page_links_both_e_invoice_downloads(studio) -> None:
     client = await studio.signed_in()
-    [first, *_] = studio.invoice_ids()
+    first = (await issued_with_two_rates(client))["id"]
     page = await client.get(f"/invoices/{first}", headers={"Accept": "text/html"})
     assert f'href="/invoices/{first}.facturx.pdf"' in page.text
     assert f'href="/invoices/{first}.xml"' in page.text
+    assert 'id="einvoice-lacks"' not in page.text
 
 
 # --- the buyer's address in CII's parts -------------------------------------------------------

@@ -21,6 +21,7 @@ async def facturx_pdf(request: Request) -> Response:
     actor = await current_actor(request)
     db = studio_of(request).db
     invoice = await facturx.issued_document(db, actor.id, invoice_id)
+    facturx.refuse_unless_complete(invoice)
     pdf = await facturx.pdf_of(db, invoice)
     name = _file_name(invoice["number"], ".facturx.pdf")
     return Response(pdf, media_type="application/pdf", headers={
@@ -31,6 +32,7 @@ async def facturx_xml(request: Request) -> Response:
     invoice_id = path_id(request, "invoice_id", "invoice_not_found")
     actor = await current_actor(request)
     invoice = await facturx.issued_document(studio_of(request).db, actor.id, invoice_id)
+    facturx.refuse_unless_complete(invoice)
     name = _file_name(invoice["number"], ".xml")
     return Response(facturx.xml_of(invoice), media_type="application/xml", headers={
         "Content-Disposition": f'attachment; filename="{name}"', **PRIVATE})

@@ -15,6 +15,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from studio import (
     bindings,
     documents,
+    facturx,
     finding,
     invoices,
     leases,
@@ -149,6 +150,10 @@ async def invoice_page(request: Request) -> Response:
                                             "payment_request_id": str(uuid.uuid4()),
                                             "recorded": request.query_params.get("recorded"),
                                             "voided": request.query_params.get("voided"),
+                                            "einvoice_lacks": (
+                                                facturx.missing(page["invoice"])
+                                                if page["invoice"]["status"] == "issued"
+                                                else []),
                                             **sending.page_context(request, page["sending"])})
 
 

@@ -79,12 +79,13 @@ def parse_revision(body: dict[str, Any]) -> int:
 
 
 def parse_query(value: object) -> str:
-    """`?q=`: the text to look for in names and emails; empty finds every customer."""
+    """`?q=`: the text to look for in names and emails; empty finds every customer. The
+    invoice list's search is read by it too."""
     if value is None:
         return ""
-    if not isinstance(value, str) or len(value) > MAX_QUERY or "\x00" in value:
+    if not isinstance(value, str) or len(value) > MAX_QUERY:
         raise Refusal("invalid_body", f"Search for at most {MAX_QUERY} characters of text.")
-    return value.strip()
+    return identifiers.plain(value, "search").strip()
 
 
 # --- reading ---------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from studio import balances, bindings, invoices, logs, money
+from studio import balances, bindings, identifiers, invoices, logs, money
 from studio.auth import Actor
 from studio.db import Database, clock
 from studio.errors import Refusal
@@ -60,15 +60,12 @@ def parse_payment(body: dict[str, Any]) -> dict[str, str]:
     if not isinstance(method, str) or method not in METHODS:
         raise Refusal("invalid_body", "The method must be one of bank_transfer, card, cash or"
                                       " other.")
-    reference = body.get("reference") or ""
-    if not isinstance(reference, str) or len(reference.strip()) > MAX_REFERENCE:
-        raise Refusal("invalid_body", f"The reference must be at most {MAX_REFERENCE}"
-                                      " characters.")
+    reference = identifiers.text(body.get("reference"), "reference", MAX_REFERENCE)
     amount = _amount(body.get("amount"))
     # 50, 50.0 and 50.00 are one amount: a resend that spells it another way is the same.
     return {"amount": format(money.compact(amount), "f"),
             "date": _date(body.get("date")), "method": str(method),
-            "reference": reference.strip()}
+            "reference": reference}
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -114,6 +111,15 @@ def _payable(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> Any:
 # --- writing ---------------------------------------------------------------------------------
 
 
+def _nothing_left(invoice: Any, balance: Any) -> str:
+    """Why no payment can be recorded on an invoice with nothing due, in a person's words."""
+    if Decimal(invoice["total"]) == 0:
+        return "This invoice is for no amount; there is nothing to pay."
+    if Decimal(balance["amount_credited"]) > 0:
+        return "This invoice is paid or credited in full; there is nothing left to pay."
+    return "This invoice is paid in full; there is nothing left to pay."
+
+
 def record_payment(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: str,
                    fields: dict[str, str], now: float | None = None
                    ) -> tuple[dict[str, Any], bool]:
@@ -126,6 +132,13 @@ def record_payment(db: sqlite3.Connection, actor_id: str, invoice_id: str, reque
 
     def make(payment_id: str) -> None:
         invoice = _payable(db, actor_id, invoice_id)
+        balance = balances.locked(db, invoice_id)
+        if balance is None:  # issued before balances were kept: keep it now, then lock it
+            balances.settle(db, invoice_id, now)
+            balance = balances.locked(db, invoice_id)
+        due = Decimal(balance["amount_due"])
+        if due <= 0:  # no amount could be recorded: say why, not "at most 0.00"
+            raise Refusal("nothing_due", _nothing_left(invoice, balance))
         currency = invoice["currency"]
         amount = Decimal(fields["amount"])
         if money.rounded(amount, currency) != amount:
@@ -137,14 +150,9 @@ def record_payment(db: sqlite3.Connection, actor_id: str, invoice_id: str, reque
         if not EARLIEST <= paid_on <= balances.today(now) + AHEAD:
             raise Refusal("invalid_body", "The payment date must be between 2000-01-01 and"
                                           " today.")
-        balance = balances.locked(db, invoice_id)
-        if balance is None:  # issued before balances were kept: keep it now, then lock it
-            balances.settle(db, invoice_id, now)
-            balance = balances.locked(db, invoice_id)
-        due = Decimal(balance["amount_due"])
         if amount > due:
             raise Refusal("payment_exceeds_balance",
-                          f"At most {currency} {money.text(max(due, Decimal(0)), currency)} is"
+                          f"At most {currency} {money.text(due, currency)} is"
                           " left to pay on this invoice; record that amount or less.")
         row = {"id": payment_id, "owner_id": actor_id, "invoice_id": invoice_id,
                "amount": money.text(amount, currency), "currency": currency,

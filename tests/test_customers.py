@@ -319,6 +319,21 @@ async def test_search_finds_names_and_emails_in_any_case_and_takes_wildcards_lit
     assert (await client.get("/customers", params={"q": "x" * 201})).status_code == 422
 
 
+@pytest.mark.parametrize("q", ["a\x00", "\x00", "North\x1bwind", "\x7f"])
+async def test_a_search_with_a_control_character_says_so_as_the_invoice_list_does(
+        studio, q: str) -> None:
+    client = await studio.signed_in()
+    before = table_counts(studio.settings.db_path)
+    answers = [await client.get(path, params={"q": q})
+               for path in ("/customers", "/invoices", "/customers/picker")]
+    for reply in answers:
+        assert (reply.status_code, reply.json()["detail"]) == (422, "invalid_text"), reply.text
+        assert reply.json()["message"].startswith(
+            "The search holds an invisible control character"), reply.text
+        assert "200 characters" not in reply.json()["message"]
+    assert table_counts(studio.settings.db_path) == before
+
+
 async def test_search_finds_letters_of_every_script_in_any_case_as_the_invoice_list_does(
         studio) -> None:
     path = studio.settings.db_path

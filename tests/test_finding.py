@@ -190,6 +190,8 @@ async def test_the_list_page_shows_what_is_outstanding_and_overdue_per_currency(
     ("from=2026-12-02&to=2026-12-01", "not be after"),
     ("customer_id=not-a-customer", "not one of yours"),
     ("q=" + "x" * 201, "at most 200"),
+    ("q=%00", "The search holds an invisible control character (U+0000)"),
+    ("q=tea%1B%5B2J", "The search holds an invisible control character (U+001B)"),
 ])
 async def test_a_bad_filter_is_refused_with_a_message_and_changes_nothing(
         studio, query: str, said: str) -> None:

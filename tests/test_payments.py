@@ -132,8 +132,9 @@ async def test_ten_concurrent_payments_past_the_balance_leave_exactly_those_that
     assert last.status_code == 201
     assert balance_of(db, invoice_id)["payment_status"] == "paid"
     refused = await client.post(f"/invoices/{invoice_id}/payments", json=payment("more", "0.01"))
-    assert refused.status_code == 422
-    assert "At most EUR 0.00 is left to pay" in refused.json()["message"]
+    assert (refused.status_code, refused.json()["detail"]) == (409, "nothing_due")
+    assert refused.json()["message"] == ("This invoice is paid in full; there is nothing left"
+                                         " to pay.")
 
 
 def _pay(url: str, actor_id: str, invoice_id: str, n: int, on_row_locks: bool,
@@ -225,7 +226,7 @@ async def test_a_draft_a_credit_note_and_someone_elses_invoice_cannot_be_paid(st
     ({"method": ["cash"]}, "bank_transfer, card, cash or other"),
     ({"amount": {"value": "1"}}, "above 0"),
     ({"date": ["2026-12-01"]}, "date like"),
-    ({"reference": {"x": 1}}, "at most 200"),
+    ({"reference": {"x": 1}}, "The reference must be text."),
     ({"reference": "x" * 201}, "at most 200"),
     ({"request_id": ""}, "one-time key"),
     ({"request_id": "x" * 101}, "one-time key"),
@@ -517,3 +518,87 @@ async def test_the_payment_form_freezes_after_a_lost_reply_and_can_start_over(st
     assert re.search(rf'<a href="/invoices/{invoice_id}#payments" id="payment-start-over"'
                      r' data-start-over hidden>Start over</a>', form)
     assert_plain("invoice with a payment form", html)
+
+
+async def test_a_payment_on_an_invoice_with_nothing_left_to_pay_says_so_and_changes_nothing(
+        studio) -> None:
+    """Paid in full, credited in full, or an invoice for 0.00: 409 nothing_due saying why,
+    not "at most 0.00", and the page offers no form to record one."""
+    client = await studio.signed_in()
+    invoice_id, db = await northwind(studio), studio.settings.db_path
+    assert (await client.post(f"/invoices/{invoice_id}/payments",
+                              json=payment(amount="2700"))).status_code == 201
+    before = database_digest(db)
+    for amount in ("0.01", "2700", "abc"):
+        refused = await client.post(f"/invoices/{invoice_id}/payments",
+                                    json=payment(amount=amount))
+        if amount == "abc":  # what cannot be read is said first, as on any invoice
+            assert refused.json()["detail"] == "invalid_body"
+            continue
+        assert (refused.status_code, refused.json()["detail"]) == (409, "nothing_due")
+        assert "paid in full" in refused.json()["message"]
+    fragment = await client.post(f"/invoices/{invoice_id}/payments", headers=HTMX,
+                                 data=payment(amount="1"))
+    assert fragment.status_code == 409 and "paid in full" in fragment.text
+    assert database_digest(db) == before
+    assert scalar(db, "SELECT COUNT(*) FROM payments WHERE invoice_id = ?", invoice_id) == 1
+    html = (await client.get(f"/invoices/{invoice_id}", headers=PAGE)).text
+    assert 'id="payment-form"' not in html and "Nothing is left to pay" in html
+
+    # A void gives the amount back to pay: the form and a payment again.
+    [paid] = payments_of(db, invoice_id)
+    assert (await client.post(f"/payments/{paid['id']}/void", json={})).status_code == 200
+    assert 'id="payment-form"' in (await client.get(f"/invoices/{invoice_id}",
+                                                    headers=PAGE)).text
+    again = await client.post(f"/invoices/{invoice_id}/payments", json=payment(amount="1"))
+    assert again.status_code == 201, again.text
+
+
+async def test_a_payment_on_an_invoice_for_nothing_or_credited_in_full_says_why(
+        studio) -> None:
+    client = await studio.signed_in()
+    db = studio.settings.db_path
+    made = await client.post("/invoices", json={
+        "customer": "Free Co", "currency": "EUR", "due_date": "2027-01-31", "line_items": [
+            {"description": "Goodwill", "quantity": "1", "unit_price": "0", "tax_rate": "0"}]})
+    assert made.status_code == 201, made.text
+    issued = await client.post(f"/invoices/{made.json()['id']}/issue", json={
+        "request_id": str(uuid.uuid4()), "revision": 1})
+    assert issued.status_code == 201, issued.text
+    before = database_digest(db)
+    nothing = await client.post(f"/invoices/{made.json()['id']}/payments",
+                                json=payment(amount="1"))
+    assert (nothing.status_code, nothing.json()["detail"]) == (409, "nothing_due")
+    assert nothing.json()["message"] == ("This invoice is for no amount; there is nothing to"
+                                         " pay.")
+    assert database_digest(db) == before
+
+    invoice_id = await northwind(studio)
+    note = (await client.post(f"/invoices/{invoice_id}/credit-note", json={})).json()
+    credited = await client.post(f"/invoices/{note['id']}/issue", json={
+        "request_id": str(uuid.uuid4()), "revision": note["revision"]})
+    assert credited.status_code == 201, credited.text
+    before = database_digest(db)
+    refused = await client.post(f"/invoices/{invoice_id}/payments", json=payment(amount="1"))
+    assert (refused.status_code, refused.json()["detail"]) == (409, "nothing_due")
+    assert "credited in full" in refused.json()["message"]
+    assert database_digest(db) == before
+
+
+@pytest.mark.parametrize("reference", ["Transfer \x1b[31m42", "Del\x7f", "one\rtwo",
+                                       "bell\x07", "\x85next line"])
+async def test_a_payment_reference_with_a_control_character_is_invalid_text(
+        studio, reference: str) -> None:
+    client = await studio.signed_in()
+    invoice_id, db = await northwind(studio), studio.settings.db_path
+    before = database_digest(db)
+    reply = await client.post(f"/invoices/{invoice_id}/payments",
+                              json=payment(reference=reference))
+    assert (reply.status_code, reply.json()["detail"]) == (422, "invalid_text")
+    assert "The reference holds an invisible control character" in reply.json()["message"]
+    assert database_digest(db) == before
+    # A form's line break is one line break, and a tab is text: both are kept.
+    kept = await client.post(f"/invoices/{invoice_id}/payments",
+                             json=payment(reference="  Batch\r\n7\tA  "))
+    assert kept.status_code == 201, kept.text
+    assert payments_of(db, invoice_id)[0]["reference"] == "Batch\n7\tA"

@@ -44,8 +44,8 @@ PAYMENT_COLUMNS = ("date", "invoice_number", "customer", "currency", "amount", "
 # UTC. The range of issue times read is widened by that much, then each row is judged by its
 # issue date.
 DAY_S = 86_400.0
-EARLIEST = dt.date(1, 1, 1)
-LATEST = dt.date(9999, 12, 30)
+EARLIEST = dt.date.min
+LATEST = dt.date.max
 
 
 # --- the range -------------------------------------------------------------------------------
@@ -69,7 +69,9 @@ class DateRange:
     def times(self) -> dict[str, float]:
         """The range as issue times (UTC), exact and widened by a day each side."""
         start_at = _midnight(self.start or EARLIEST)
-        end_at = _midnight((self.end or LATEST) + dt.timedelta(days=1))
+        # The end of the last day counted in seconds, not as the next day: after 9999-12-31
+        # there is no date.
+        end_at = _midnight(self.end or LATEST) + DAY_S
         return {"start_at": start_at, "end_at": end_at, "lo": start_at - DAY_S,
                 "hi": end_at + DAY_S}
 
@@ -98,7 +100,7 @@ def _date(value: str | None, which: str) -> dt.date | None:
     except ValueError:
         raise Refusal("invalid_date", f"The {which} date must be a date like 2026-12-31."
                       ) from None
-    return min(day, LATEST)
+    return day
 
 
 def parse_range(query: Mapping[str, str]) -> DateRange:

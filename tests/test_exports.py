@@ -317,6 +317,26 @@ async def test_the_file_is_an_attachment_named_after_its_range(studio) -> None:
     assert reply.headers["content-disposition"] == 'attachment; filename="invoices-all.csv"'
 
 
+async def test_a_range_to_the_last_day_there_is_is_named_after_that_day_and_holds_today(
+        studio) -> None:
+    db_path = studio.settings.db_path
+    made = shown_number(db_path, issued_on(db_path, TODAY))
+    client = await studio.signed_in()
+    paid = await pay(client, scalar(db_path, "SELECT id FROM invoices WHERE number = ?", made),
+                     "1.00", TODAY, reference="last day")
+    for what, column, held in (("invoices", "number", made),
+                               ("payments", "reference", paid["reference"])):
+        reply = await export(client, what, **{"from": "0001-01-01", "to": "9999-12-31"})
+        assert reply.status_code == 200, reply.text
+        assert reply.headers["content-disposition"] == \
+            f'attachment; filename="{what}-0001-01-01-to-9999-12-31.csv"'
+        header, body = read_csv(reply)
+        assert held in [by_column(header, row)[column] for row in body]
+    reply = await export(client, "payments", to="9999-12-31")
+    assert reply.headers["content-disposition"] == \
+        'attachment; filename="payments-to-9999-12-31.csv"'
+
+
 async def test_signed_out_there_is_no_export(studio) -> None:
     client = studio.client()
     for what in ("invoices", "payments"):

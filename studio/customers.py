@@ -173,12 +173,16 @@ def create(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any],
 def edit(db: sqlite3.Connection, actor_id: str, customer_id: str, revision: int,
          body: dict[str, Any], now: float | None = None) -> dict[str, Any]:
     """Edit the revision the person saw; a stale one is refused, so no tab loses work.
-    Issued invoices keep the buyer as it was when they were issued."""
+    Issued invoices keep the buyer as it was when they were issued. An edit that changes
+    nothing writes nothing: the customer keeps its revision, so another tab's edit of it, or
+    an issue reviewed with it, still goes through."""
     now = clock(now)
     row = owned(db, actor_id, customer_id)
     if row["revision"] != revision:
         raise Refusal("customer_changed")
     fields = parse_customer(body, dict(row))
+    if all(row[name] == value for name, value in fields.items()):
+        return as_json(row)
     db.execute(
         "UPDATE customers SET name = :name, email = :email, address = :address,"
         " country = :country, vat_id = :vat_id, currency = :currency,"

@@ -374,11 +374,15 @@ def _refuse_unless_draft(db: sqlite3.Connection, actor_id: str, invoice_id: str,
 
 def edit_draft(db: sqlite3.Connection, actor_id: str, invoice_id: str, revision: int,
                body: dict[str, Any], now: float | None = None) -> dict[str, Any]:
-    """Edit the revision the person saw; a stale one is refused, so no tab loses work."""
+    """Edit the revision the person saw; a stale one is refused, so no tab loses work. An
+    edit that changes nothing writes nothing: the draft keeps its revision, so another tab's
+    edit of it still saves."""
     now = clock(now)
     row = _refuse_unless_draft(db, actor_id, invoice_id, revision)
     before = {**dict(row), "line_items": json.loads(row["line_items"])}
     fields = _with_customer(db, actor_id, parse_draft(body, before))
+    if _unchanged(row, fields):
+        return as_json(db, row)
     db.execute(
         "UPDATE invoices SET customer = :customer, customer_id = :customer_id,"
         " currency = :currency, due_date = :due_date, supply_date = :supply_date,"
@@ -388,6 +392,13 @@ def edit_draft(db: sqlite3.Connection, actor_id: str, invoice_id: str, revision:
         {**fields, "id": invoice_id, "owner_id": actor_id, "revision": revision, "now": now},
     )
     return as_json(db, _row(db, actor_id, invoice_id))  # type: ignore[arg-type]
+
+
+def _unchanged(row: sqlite3.Row, fields: dict[str, Any]) -> bool:
+    """Whether a draft's edited fields are those it holds (its lines compared as lines, not
+    as the text they are kept in)."""
+    return all(row[name] == value for name, value in fields.items() if name != "line_items") \
+        and json.loads(row["line_items"]) == json.loads(fields["line_items"])
 
 
 def delete_draft(db: sqlite3.Connection, actor_id: str, invoice_id: str,

@@ -16,7 +16,7 @@ from studio import customers
 from studio.db import in_transaction
 from studio.errors import Refusal
 from tests import backends
-from tests.conftest import ADA, BEN, execute, rows, scalar, table_counts
+from tests.conftest import ADA, BEN, database_digest, execute, rows, scalar, table_counts
 
 pytestmark = pytest.mark.anyio
 PAGE = {"Accept": "text/html"}
@@ -180,6 +180,27 @@ async def test_an_edit_of_a_stale_version_is_refused_and_changes_nothing(studio)
     row = stored(studio.settings.db_path, made["id"])
     assert (row["name"], row["country"], row["payment_terms_days"], row["revision"]) == \
         ("Acme AG", "AT", 14, 3)
+
+
+async def test_an_edit_that_changes_nothing_keeps_the_revision_and_writes_nothing(
+        studio) -> None:
+    client = await studio.signed_in()
+    made = (await client.post("/customers", json=ACME)).json()
+    before = database_digest(studio.settings.db_path)
+    # The same fields again (as typed, before they are tidied), fields it does not edit, or
+    # none at all: the same customer, the same revision, nothing written.
+    for same in ({**ACME, "revision": 1}, {"revision": 1, "id": "other", "revision_": 9},
+                 {"revision": 1, "name": "  Acme GmbH ", "country": "DE"}, {"revision": 1}):
+        reply = await client.patch(f"/customers/{made['id']}", json=same)
+        assert reply.status_code == 200, reply.text
+        assert reply.json() == {key: made[key] for key in reply.json()}
+        assert reply.json()["revision"] == 1
+    assert database_digest(studio.settings.db_path) == before
+    # So another tab's edit of what it opened still saves.
+    other = await client.patch(f"/customers/{made['id']}",
+                               json={"revision": 1, "email": "new@acme.example"})
+    assert (other.status_code, other.json()["revision"]) == (200, 2), other.text
+    assert stored(studio.settings.db_path, made["id"])["email"] == "new@acme.example"
 
 
 # --- deleting --------------------------------------------------------------------------------

@@ -95,6 +95,31 @@ async def test_a_draft_keeps_its_customer_supply_date_notes_and_discounts(studio
     assert (stored["notes"], stored["supply_date"], stored["net"]) == ("", None, "87.50")
 
 
+async def test_an_edit_that_changes_nothing_keeps_the_revision_and_writes_nothing(
+        studio) -> None:
+    db_path = studio.settings.db_path
+    client = await studio.signed_in()
+    customer_id = add_customer(db_path)
+    made = await client.post("/invoices", json=full_body(customer_id=customer_id))
+    assert made.status_code == 201, made.text
+    draft = made.json()
+    before = database_digest(db_path)
+    # Fields a draft does not edit, the same fields again, or none at all: the same draft,
+    # the same revision, nothing written.
+    for same in ({"status": "issued", "number": "INV-1999-0001", "issued_at": 1},
+                 full_body(customer_id=customer_id),
+                 {"notes": "Project Babbage, phase 2.\r\nThank you!  "}, {}):
+        reply = await client.patch(f"/invoices/{draft['id']}", json={"revision": 1, **same})
+        assert reply.status_code == 200, reply.text
+        assert reply.json() == draft
+    assert database_digest(db_path) == before
+    # So another tab's edit of what it opened still saves, and issues.
+    other = await client.patch(f"/invoices/{draft['id']}", json={"revision": 1, "notes": "B"})
+    assert (other.status_code, other.json()["revision"]) == (200, 2), other.text
+    assert tuple(rows(db_path, "SELECT notes, revision, status FROM invoices WHERE id = ?",
+                      draft["id"])[0]) == ("B", 2, "draft")
+
+
 async def test_a_draft_that_names_only_its_customer_takes_the_customers_name(studio) -> None:
     db_path = studio.settings.db_path
     client = await studio.signed_in()

@@ -56,7 +56,9 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "conflict": (
         409, "That could not be saved: it clashes with something already stored, and nothing"
              " was changed. Reload the page to see the latest, then try again."),
-    "body_too_large": (413, "That is more than the studio accepts in one go; send less."),
+    "body_too_large": (
+        413, "That is more than the studio accepts at once (at most 64 KB in one go); send"
+             " less."),
     "upload_too_large": (413, "That file is too large to attach."),
     "unsupported_media_type": (
         415, "Attach a PDF or a photo (PNG, JPEG, WebP or HEIC); that file is none of these."),
@@ -94,6 +96,12 @@ REFUSALS: dict[str, tuple[int, str]] = {
         422, "That asks for too many suggestions at once; choose fewer invoices or writers, or"
              " fewer suggestions each."),
     "invoice_incomplete": (422, "This draft is not complete enough to issue."),
+    "due_before_issue": (
+        422, "An invoice cannot be due before the day it is issued; change its due date, then"
+             " issue."),
+    "supply_too_far_ahead": (
+        422, "The date of supply is more than a year after today; check it for a typo, then"
+             " issue."),
     "credit_exceeds_invoice": (
         422, "The credit notes of an invoice cannot come to more than its total."),
     "payment_exceeds_balance": (

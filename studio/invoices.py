@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 MAX_CUSTOMER = 200
 MAX_NOTES = 2000
 PREFIXES = {"invoice": "INV", "credit_note": "CN"}
+# How long before its supply an invoice may be issued (see `_refuse_dates_out_of_order`).
+SUPPLY_AHEAD = dt.timedelta(days=366)
 # What issuing freezes, and what the frozen SHA-256 covers.
 FROZEN = ("id", "owner_id", "kind", "credits", "number", "customer", "currency", "due_date",
           "line_items", "net", "tax", "total", "seller", "issued_at")
@@ -500,6 +502,28 @@ def _refuse_unless_reviewed(customer_revision: int | None, found: int | None) ->
                                           " this page; reload it to see them, then issue.")
 
 
+def _refuse_dates_out_of_order(draft: sqlite3.Row, issued_on: dt.date) -> None:
+    """An invoice is due on or after the day it is issued: due before, it would be overdue
+    the moment it exists. It may bill what was supplied at any time before, or what is to be
+    supplied up to a year after (an invoice in advance); a supply date later than that is
+    taken for a typing slip (2062 for 2026), since the invoice never changes once issued.
+    A credit note has no due date to pay by and keeps the supply date of what it corrects,
+    so neither is asked of it. A draft may hold any of these dates until it is issued."""
+    if draft["kind"] != "invoice":
+        return
+    if draft["due_date"] < issued_on.isoformat():
+        raise Refusal("due_before_issue", f"This invoice would be issued today, {issued_on},"
+                                          f" but it is due {draft['due_date']}, before that."
+                                          f" Change the due date to {issued_on} or later, then"
+                                          " issue.")
+    latest = issued_on + SUPPLY_AHEAD
+    if draft["supply_date"] and draft["supply_date"] > latest.isoformat():
+        raise Refusal("supply_too_far_ahead", f"The date of supply, {draft['supply_date']}, is"
+                                              f" more than a year after today, {issued_on},"
+                                              " when this invoice would be issued. Check it"
+                                              f" for a typo: it may be {latest} at the latest.")
+
+
 def _refuse_excess_credit(db: sqlite3.Connection, note: sqlite3.Row) -> None:
     """The credit notes of one invoice never exceed its total."""
     original = db.execute("SELECT number, total, currency FROM invoices WHERE id = ?",
@@ -553,6 +577,7 @@ def issue(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: st
         if row["kind"] == "credit_note":
             _refuse_excess_credit(db, row)
         issued_on = dt.datetime.fromtimestamp(now, dt.UTC).date()
+        _refuse_dates_out_of_order(row, issued_on)
         sequence = next_number(db, actor_id, row["kind"], issued_on.year)
         fields = {**dict(row), "number": f"{series_of(row['kind'], issued_on.year)}-"
                                          f"{sequence:04d}",

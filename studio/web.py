@@ -33,6 +33,10 @@ from studio.worker import Worker
 
 HTMX_STOP_POLLING = 286
 MAX_BODY_BYTES = 64 * 1024
+# A draft holds up to 200 lines of 500 characters and notes of 2,000: spelt the longest way a
+# client may (each character escaped in JSON, or four bytes of UTF-8 percent-encoded in a
+# form: 12 bytes each) that is about 1.25 MB, so every draft the line rules allow fits.
+MAX_DRAFT_BYTES = 2 * 1024 * 1024
 MAX_PATH_ID = 64
 REPEATED_FIELDS = ("invoice_id", "invoice_ids", "provider", "providers",
                    "description", "quantity", "unit_price", "discount_percent", "tax_rate")
@@ -178,22 +182,30 @@ async def on_file_error(request: Request, exc: Exception) -> Response:
 # --- input -----------------------------------------------------------------------------------
 
 
-async def read_body(request: Request) -> dict[str, Any]:
-    """The body as a dict, from JSON or a url-encoded form, at most 64 KiB."""
-    return parse_body(request, await read_raw(request))
+async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> dict[str, Any]:
+    """The body as a dict, from JSON or a url-encoded form, at most `limit` bytes (64 KiB
+    unless said)."""
+    return parse_body(request, await read_raw(request, limit))
 
 
-async def read_raw(request: Request) -> bytes:
-    """The body's bytes, at most 64 KiB."""
+async def read_raw(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The body's bytes, at most `limit` (64 KiB unless said)."""
     declared = request.headers.get("content-length", "")
-    if declared.isascii() and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise Refusal("body_too_large")
-    raw = b""
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
+        raise Refusal("body_too_large", too_large(limit))
+    raw = bytearray()
     async for chunk in request.stream():
         raw += chunk
-        if len(raw) > MAX_BODY_BYTES:
-            raise Refusal("body_too_large")
-    return raw
+        if len(raw) > limit:
+            raise Refusal("body_too_large", too_large(limit))
+    return bytes(raw)
+
+
+def too_large(limit: int) -> str:
+    """The 413's sentence, naming the limit as a person reads sizes: 64 KB, 2 MB."""
+    size = f"{limit // 2**20} MB" if limit % 2**20 == 0 else f"{limit // 2**10} KB"
+    return (f"That is more than the studio accepts at once: at most {size} ({limit:,} bytes)"
+            " can be sent in one go. Send less.")
 
 
 def parse_body(request: Request, raw: bytes) -> dict[str, Any]:

@@ -4,10 +4,12 @@ balance. Asserted on the database as well as the answers, on both backends."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import uuid
 from decimal import Decimal
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 
@@ -52,8 +54,9 @@ def full_body(**changes: Any) -> dict[str, Any]:
                            line("Print run", "2", "12.50", "7")], **changes}
 
 
-async def issue(client: Any, invoice: dict[str, Any]) -> Any:
-    return await client.post(f"/invoices/{invoice['id']}/issue", json={
+async def issue(client: Any, invoice: dict[str, Any], headers: dict[str, str] | None = None
+                ) -> Any:
+    return await client.post(f"/invoices/{invoice['id']}/issue", headers=headers, json={
         "request_id": str(uuid.uuid4()), "revision": invoice["revision"]})
 
 
@@ -118,6 +121,52 @@ async def test_an_edit_that_changes_nothing_keeps_the_revision_and_writes_nothin
     assert (other.status_code, other.json()["revision"]) == (200, 2), other.text
     assert tuple(rows(db_path, "SELECT notes, revision, status FROM invoices WHERE id = ?",
                       draft["id"])[0]) == ("B", 2, "draft")
+
+
+async def test_the_longest_draft_the_line_rules_allow_is_saved_whatever_its_spelling(
+        studio) -> None:
+    """200 lines of 500 characters, with 2,000 characters of notes, as JSON with every letter
+    escaped and as a form with every letter percent-encoded: far past the 64 KB that other
+    requests may send, and saved, created and edited. Past the draft's own 2 MB, the 413
+    says how much may be sent."""
+    db_path = studio.settings.db_path
+    client = await studio.signed_in()
+    longest = [line("€" * 499 + str(n % 10), "1", "1.00", "19") for n in range(200)]
+    body = full_body(line_items=longest, notes="ü" * 2000)
+    escaped = json.dumps(body).encode()  # ensure_ascii: six bytes for every € and ü
+    assert len(escaped) > 64 * 1024
+    made = await client.post("/invoices", content=escaped,
+                             headers={"Content-Type": "application/json"})
+    assert made.status_code == 201, made.text[:300]
+    draft = made.json()
+    [stored] = rows(db_path, "SELECT line_items, notes, total FROM invoices WHERE id = ?",
+                    draft["id"])
+    assert [item["description"] for item in json.loads(stored["line_items"])] == [
+        item["description"] for item in longest]
+    assert (stored["notes"], stored["total"]) == ("ü" * 2000, "238.00")
+
+    form = urlencode([("revision", "1"), ("customer", "Acme GmbH"), ("currency", "EUR"),
+                      ("due_date", "2027-01-31"), ("notes", "𝄞" * 2000)]
+                     + [(field, value) for _ in range(200) for field, value in (
+                         ("description", "𝄞" * 500), ("quantity", "1"), ("unit_price", "1.00"),
+                         ("tax_rate", "19"))])
+    assert len(form) > 1024 * 1024  # twelve bytes a letter
+    edited = await client.post(f"/invoices/{draft['id']}/edit", content=form, headers={
+        "Content-Type": "application/x-www-form-urlencoded"})
+    assert edited.status_code in (200, 303), edited.text[:300]
+    [stored] = rows(db_path, "SELECT line_items, notes, revision FROM invoices WHERE id = ?",
+                    draft["id"])
+    assert (stored["notes"], stored["revision"]) == ("𝄞" * 2000, 2)
+    assert {item["description"] for item in json.loads(stored["line_items"])} == {"𝄞" * 500}
+
+    before = database_digest(db_path)
+    too_much = await client.post("/invoices", json={**body, "padding": "x" * 2 * 1024 * 1024})
+    assert (too_much.status_code, too_much.json()["detail"]) == (413, "body_too_large")
+    assert "at most 2 MB (2,097,152 bytes)" in too_much.json()["message"]
+    elsewhere = await client.post("/customers", json={"name": "x", "padding": "x" * 70_000})
+    assert (elsewhere.status_code, elsewhere.json()["detail"]) == (413, "body_too_large")
+    assert "at most 64 KB (65,536 bytes)" in elsewhere.json()["message"]
+    assert database_digest(db_path) == before
 
 
 async def test_a_draft_that_names_only_its_customer_takes_the_customers_name(studio) -> None:
@@ -313,6 +362,71 @@ async def test_issuing_the_invoice_and_its_credit_note_settle_its_balance(studio
     [balance] = rows(db_path, "SELECT * FROM balances WHERE invoice_id = ?", draft["id"])
     assert (balance["amount_due"], balance["amount_credited"]) == ("77.59", "13.38")
     assert rows(db_path, "SELECT * FROM balances WHERE invoice_id = ?", note["id"]) == []
+
+
+async def test_an_invoice_due_before_the_day_it_is_issued_is_refused_at_issue(studio) -> None:
+    """A draft may hold a due date in the past; issuing it is 422 due_before_issue naming both
+    dates, and takes no number. Due the day it is issued is due on receipt, and issues."""
+    db_path = studio.settings.db_path
+    client = await studio.signed_in()
+    today = dt.datetime.now(dt.UTC).date()
+    draft = await client.post("/invoices", json=full_body(due_date="1999-01-01"))
+    assert draft.status_code == 201, draft.text
+    before = database_digest(db_path)
+    for headers in ({}, {"HX-Request": "true", "Accept": "text/html"}):
+        refused = await issue(client, draft.json(), headers)
+        assert refused.status_code == 422, refused.text
+        said = refused.json()["message"] if not headers else refused.text
+        assert f"issued today, {today}, but it is due 1999-01-01" in said
+        assert f"Change the due date to {today} or later" in said
+    assert database_digest(db_path) == before
+    on_the_day = await client.patch(f"/invoices/{draft.json()['id']}", json={
+        "revision": 1, "due_date": today.isoformat()})
+    issued = await issue(client, on_the_day.json())
+    assert issued.status_code == 201, issued.text
+    assert tuple(rows(db_path, "SELECT status, issue_date, due_date FROM invoices WHERE id = ?",
+                      draft.json()["id"])[0]) == ("issued", today.isoformat(),
+                                                  today.isoformat())
+
+
+async def test_a_supply_date_more_than_a_year_ahead_is_refused_at_issue(studio) -> None:
+    """An invoice may bill what was supplied long ago, or what is to be supplied up to a year
+    (366 days) after it is issued; later than that is taken for a typing slip."""
+    db_path = studio.settings.db_path
+    client = await studio.signed_in()
+    today = dt.datetime.now(dt.UTC).date()
+    latest = today + dt.timedelta(days=366)
+    far = await client.post("/invoices", json=full_body(
+        due_date="2099-12-31", supply_date=(latest + dt.timedelta(days=1)).isoformat()))
+    assert far.status_code == 201, far.text
+    before = database_digest(db_path)
+    refused = await issue(client, far.json())
+    assert (refused.status_code, refused.json()["detail"]) == (422, "supply_too_far_ahead")
+    assert f"it may be {latest} at the latest" in refused.json()["message"]
+    assert database_digest(db_path) == before
+    for supplied in (latest.isoformat(), "2001-02-03"):
+        made = await client.post("/invoices", json=full_body(due_date="2099-12-31",
+                                                            supply_date=supplied))
+        assert (await issue(client, made.json())).status_code == 201
+        assert scalar(db_path, "SELECT supply_date FROM invoices WHERE id = ?"
+                               " AND status = 'issued'", made.json()["id"]) == supplied
+
+
+async def test_a_credit_note_issues_whatever_its_due_and_supply_dates(studio) -> None:
+    """A credit note has no due date to pay by, and keeps the supply date of what it
+    corrects: neither date rule is asked of it."""
+    db_path = studio.settings.db_path
+    client = await studio.signed_in()
+    draft = (await client.post("/invoices", json=full_body())).json()
+    assert (await issue(client, draft)).status_code == 201
+    note = (await client.post(f"/invoices/{draft['id']}/credit-note")).json()
+    note = (await client.patch(f"/invoices/{note['id']}", json={
+        "revision": 1, "due_date": "1999-01-01", "supply_date": "2099-12-31",
+        "line_items": [line("Print run returned", "1", "12.50", "7")]})).json()
+    issued = await issue(client, note)
+    assert issued.status_code == 201, issued.text
+    assert tuple(rows(db_path, "SELECT status, due_date, supply_date FROM invoices WHERE id = ?",
+                      note["id"])[0]) == ("issued", "1999-01-01", "2099-12-31")
 
 
 async def test_a_credit_note_names_the_same_customer(studio) -> None:

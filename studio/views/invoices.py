@@ -29,6 +29,7 @@ from studio.documents import with_prices_shown
 from studio.errors import Refusal
 from studio.views import sending
 from studio.web import (
+    MAX_DRAFT_BYTES,
     PRIVATE,
     answer,
     answer_kind,
@@ -93,7 +94,7 @@ async def new_invoice_page(request: Request) -> Response:
 
 
 async def create_invoice(request: Request) -> Response:
-    body = line_items_of(await read_body(request))
+    body = line_items_of(await read_body(request, MAX_DRAFT_BYTES))
     actor = await current_actor(request)
     fields = invoices.parse_draft(body)
     request_id = bindings.optional_request_id(body)
@@ -159,7 +160,7 @@ async def invoice_page(request: Request) -> Response:
 
 async def edit_invoice(request: Request) -> Response:
     invoice_id = path_id(request, "invoice_id", "invoice_not_found")
-    body = line_items_of(await read_body(request))
+    body = line_items_of(await read_body(request, MAX_DRAFT_BYTES))
     actor = await current_actor(request)
     edited = await studio_of(request).db.write(
         invoices.edit_draft, actor.id, invoice_id, invoices.parse_revision(body), body)

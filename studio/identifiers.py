@@ -64,7 +64,7 @@ def email(value: object, what: str = "email") -> str:
     try:
         return mail.address(value) if value.strip() else ""
     except mail.NotAnAddress as fault:
-        raise Refusal("invalid_email", f"The {what} “{value.strip()[:100]}” {fault}.") from None
+        raise Refusal("invalid_email", f"The {what} {fault}.") from None
 
 
 @functools.cache

@@ -101,7 +101,9 @@ async def test_the_customer_form_the_profile_and_a_send_judge_an_address_alike(
                             (send, "invalid_recipient")):
             assert reply.status_code == 422, reply.text
             assert reply.json()["detail"] == code
-            assert typed.strip()[:20] in reply.json()["message"]
+        assert customer.json()["message"].startswith("The email ")
+        assert profile.json()["message"].startswith("The email ")
+        assert typed.strip()[:20] in send.json()["message"]
         assert database_digest(db_path) == before
         return
     assert (customer.status_code, profile.status_code, send.status_code) == (201, 200, 202)

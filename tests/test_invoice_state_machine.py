@@ -68,14 +68,19 @@ class Invoicing(RuleBasedStateMachine):
     def edit(self, data: st.DataObject, prices: list[Decimal], stale: bool) -> None:
         draft = data.draw(st.sampled_from(list(self.drafts)))
         revision = self.drafts[draft] - (1 if stale and self.drafts[draft] > 1 else 0)
+        stored = "SELECT line_items FROM invoices WHERE id = ?"
+        lines = self.db.execute(stored, (draft,)).fetchone()[0]
         try:
-            self.call(invoices.edit_draft, OWNER, draft, revision,
-                      {"line_items": lines_of(prices, "19")})
+            edited = self.call(invoices.edit_draft, OWNER, draft, revision,
+                               {"line_items": lines_of(prices, "19")})
         except Refusal as refusal:
             assert refusal.code == "draft_changed" and revision != self.drafts[draft]
             return
         assert revision == self.drafts[draft]
-        self.drafts[draft] += 1
+        # An edit that changes nothing writes nothing and keeps the revision.
+        unchanged = self.db.execute(stored, (draft,)).fetchone()[0] == lines
+        assert edited["revision"] == revision + (0 if unchanged else 1)
+        self.drafts[draft] = edited["revision"]
 
     @precondition(lambda self: self.drafts)
     @rule(data=st.data())
@@ -122,8 +127,8 @@ class Invoicing(RuleBasedStateMachine):
         note, _ = self.call(invoices.make_credit_note, OWNER, invoice_id, None)
         lines = [{**line, "quantity": str(Decimal(line["quantity"]) * share)}
                  for line in note["line_items"]]
-        self.call(invoices.edit_draft, OWNER, note["id"], 1, {"line_items": lines})
-        self.drafts[note["id"]] = 2
+        edited = self.call(invoices.edit_draft, OWNER, note["id"], 1, {"line_items": lines})
+        self.drafts[note["id"]] = edited["revision"]  # 1 still when it credits the whole
 
     @precondition(lambda self: self.drafts)
     @rule(data=st.data())

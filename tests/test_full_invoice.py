@@ -593,9 +593,14 @@ async def test_an_invoice_issued_holding_a_control_character_still_has_its_e_inv
     """Issued before the check, such an invoice never changes: its Factur-X XML leaves out
     what XML cannot hold, and the PDF that carries it is built."""
     from lxml import etree
+
+    from tests.test_facturx import SELLER
     db_path = studio.settings.db_path
     client = await studio.signed_in()
-    draft = (await client.post("/invoices", json=full_body())).json()
+    # Both countries named, as every e-invoice needs.
+    assert (await client.post("/settings", json=SELLER)).status_code == 200
+    draft = (await client.post("/invoices", json=full_body(
+        customer_id=add_customer(db_path)))).json()
     execute(db_path, "UPDATE invoices SET customer = 'Acme\x01GmbH', notes = 'Thanks\x0bagain'"
                      " WHERE id = ?", draft["id"])
     assert (await issue(client, draft)).status_code == 201

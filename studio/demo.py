@@ -27,37 +27,39 @@ SELLERS = {
                         "vat_id": ""},
 }
 
-# (customer, currency, due date, lines as (description, quantity, unit price, tax rate),
-# issue it?), issued in this order: each actor's first invoice is INV-<year>-0001.
+# (customer, currency, days to pay, lines as (description, quantity, unit price, tax rate),
+# issue it?), issued in this order: each actor's first invoice is INV-<year>-0001. Each is
+# due that many days after the day it is made, whatever day that is: the full demo's were
+# issued some four weeks ago, so a few fall due within days and none is overdue but OVERDUE.
 INVOICES = {
     "ada@example.com": [
-        ("Northwind Traders", "EUR", "2026-12-15",
+        ("Northwind Traders", "EUR", 30,
          [("Website redesign", "1", "2400.00", "0"), ("Hosting, 12 months", "12", "25.00", "0")],
          True),
-        ("Blue Harbor Cafe", "EUR", "2026-12-20",
+        ("Blue Harbor Cafe", "EUR", 35,
          [("Menu photography", "1", "650.00", "0"), ("Print-ready files", "3", "40.00", "0")],
          True),
-        ("Kestrel Logistics", "USD", "2027-01-05",
+        ("Kestrel Logistics", "USD", 50,
          [("Route planning workshop", "2", "900.00", "0"), ("Travel", "1", "310.50", "0")],
          True),
-        ("Orchard and Vine Wines", "EUR", "2027-01-12", [("Label design", "4", "180.00", "0")],
+        ("Orchard and Vine Wines", "EUR", 60, [("Label design", "4", "180.00", "0")],
          True),
-        ("Lindqvist Architects", "EUR", "2027-01-31",
+        ("Lindqvist Architects", "EUR", 75,
          [("Brand workshop", "1", "1800.00", "19"), ("Logo files", "3", "120.00", "19")], True),
-        ("Pemberton Tea Rooms", "EUR", "2027-02-14",
+        ("Pemberton Tea Rooms", "EUR", 90,
          [("Signage concepts", "2", "350.00", "19"), ("Site visit", "1", "90.00", "7")], False),
     ],
     "ben@example.com": [
-        ("Marlow Books", "GBP", "2026-12-18", [("Copy editing, 80 pages", "80", "6.50", "0")],
+        ("Marlow Books", "GBP", 33, [("Copy editing, 80 pages", "80", "6.50", "0")],
          True),
-        ("Tidewater Yoga", "GBP", "2026-12-28",
+        ("Tidewater Yoga", "GBP", 42,
          [("Booking system setup", "1", "1200.00", "0"), ("Training session", "2", "150.00", "0")],
          True),
-        ("Fernhill School", "GBP", "2027-01-09",
+        ("Fernhill School", "GBP", 55,
          [("Laptop repairs", "6", "85.00", "0"), ("Parts", "1", "214.99", "0")], True),
-        ("Harbour Dental", "GBP", "2027-01-20",
+        ("Harbour Dental", "GBP", 65,
          [("Network cabling", "8", "45.00", "20"), ("Router", "1", "189.99", "20")], True),
-        ("St Anne's Library", "GBP", "2027-02-02",
+        ("St Anne's Library", "GBP", 80,
          [("Printer servicing", "3", "60.00", "20")], False),
     ],
 }
@@ -113,7 +115,8 @@ CUSTOMERS = {
     },
 }
 
-# Issued a day after the rest, due a week ago: overdue.
+# Issued a day after the rest, due a week ago (or the day it was issued, if later): overdue;
+# but on 1 January, when nothing of this year's series can be due before today, due today.
 OVERDUE = {
     "ada@example.com": ("Hollow Oak Bakery", "EUR",
                         [("Packaging design", "1", "980.00", "19"),
@@ -133,6 +136,11 @@ CREDIT_NOTES = {
 }
 # How far back the full demo's first invoices were issued.
 HISTORY = dt.timedelta(days=28)
+
+
+def _day_of(moment: float) -> dt.date:
+    """The day (UTC) a moment falls on, as issuing dates an invoice."""
+    return dt.datetime.fromtimestamp(moment, dt.UTC).date()
 
 
 def _lines(lines: list[tuple[str, str, str, str]]) -> list[dict[str, str]]:
@@ -156,10 +164,10 @@ def seed_full_demo(db: sqlite3.Connection) -> None:
     weeks ago (within this year, so this year's series), with its customers, payments, an
     overdue invoice and a credit note; unless the account exists already."""
     now = time.time()
-    today = dt.datetime.fromtimestamp(now, dt.UTC).date()
+    today = _day_of(now)
     new_year = dt.datetime(today.year, 1, 1, tzinfo=dt.UTC).timestamp()
     start = max(now - HISTORY.total_seconds(), new_year)
-    first_day = dt.datetime.fromtimestamp(start, dt.UTC).date()
+    first_day = _day_of(start)
     for email in INVOICES:
         if db.execute("SELECT 1 FROM actors WHERE email = ?", (email,)).fetchone():
             continue
@@ -175,10 +183,10 @@ def seed_full_demo(db: sqlite3.Connection) -> None:
         issued = _issued_for(db, actor_id, email, named, start)
 
         customer, currency, lines = OVERDUE[email]
-        issued_at = start + 86_400 if first_day < today else now
-        due = max(first_day + dt.timedelta(days=1), today - dt.timedelta(days=7))
-        if due >= today:  # the first day of the year: no earlier day in this year's series
-            due = today - dt.timedelta(days=1)
+        issued_at = start + 86_400
+        if _day_of(issued_at) >= today:  # since 1 January only: right after the rest
+            issued_at = start + len(INVOICES[email])
+        due = max(_day_of(issued_at), today - dt.timedelta(days=7))
         draft, _ = invoices.create_draft(db, actor_id, invoices.parse_draft({
             "customer": customer, "customer_id": named[customer], "currency": currency,
             "due_date": due.isoformat(), "line_items": _lines(lines)}), None, issued_at)
@@ -205,10 +213,11 @@ def _issued_for(db: sqlite3.Connection, actor_id: str, email: str, named: dict[s
     """The account's invoices, issued at `start` in order, each naming its customer when
     `named` has one by that name; the issued ones by customer."""
     issued: dict[str, str] = {}
-    for n, (customer, currency, due, lines, issue) in enumerate(INVOICES[email]):
+    for n, (customer, currency, days, lines, issue) in enumerate(INVOICES[email]):
+        due = _day_of(start + n) + dt.timedelta(days=days)
         draft, _ = invoices.create_draft(db, actor_id, invoices.parse_draft({
             "customer": customer, "customer_id": named.get(customer), "currency": currency,
-            "due_date": due, "line_items": _lines(lines)}), None, start + n)
+            "due_date": due.isoformat(), "line_items": _lines(lines)}), None, start + n)
         if issue:
             invoices.issue(db, actor_id, draft["id"], f"demo-{draft['id']}", 1, start + n)
             issued[customer] = draft["id"]

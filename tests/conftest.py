@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import shutil
@@ -109,6 +110,12 @@ def database_digest(db_path: Path) -> str:
             for name in backends.tables(db))
     finally:
         db.close()
+
+
+def days_ahead(n: int) -> str:
+    """Today (UTC) plus `n` days, as a date field takes it: a due date that stays on or after
+    the day of issue whatever day the suite runs."""
+    return (dt.datetime.now(dt.UTC).date() + dt.timedelta(days=n)).isoformat()
 
 
 @dataclass

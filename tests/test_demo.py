@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -56,15 +57,20 @@ def test_the_served_demo_has_customers_paid_partly_paid_unpaid_overdue_and_a_cre
     path = fresh(tmp_path)
     seeded(path, seed_full_demo)
     ada = statuses(path, ADA)
+    # Issued at most four weeks ago, each due at least 30 days after: none overdue but one,
+    # which is due a week ago; on 1 January, with nothing of this year's before today, it is
+    # due that day.
+    new_years_day = dt.datetime.now(dt.UTC).strftime("%m-%d") == "01-01"
     assert ("Blue Harbor Cafe", "paid", False) in ada
-    assert ("Northwind Traders", "partially_paid",
-            "2026-12-15" < dt.datetime.now(dt.UTC).date().isoformat()) in ada
-    assert ("Kestrel Logistics", "unpaid", False) in ada or (
-        "Kestrel Logistics", "unpaid", True) in ada
-    assert ("Hollow Oak Bakery", "unpaid", True) in ada
+    assert ("Northwind Traders", "partially_paid", False) in ada
+    assert ("Kestrel Logistics", "unpaid", False) in ada
+    assert ("Hollow Oak Bakery", "unpaid", not new_years_day) in ada
+    assert [customer for customer, _, overdue in ada if overdue] == (
+        [] if new_years_day else ["Hollow Oak Bakery"])
     assert {status for _, status, _ in statuses(path, BEN)} == {
         "paid", "partially_paid", "unpaid"}
-    assert any(overdue for _, _, overdue in statuses(path, BEN))
+    assert [customer for customer, _, overdue in statuses(path, BEN) if overdue] == (
+        [] if new_years_day else ["Quayside Florist"])
     # The credit note lowers what is due on the invoice it corrects.
     assert rows(path, "SELECT invoices.number, balances.amount_credited, balances.amount_due"
                       " FROM invoices JOIN balances ON balances.invoice_id = invoices.id"
@@ -88,6 +94,43 @@ def test_the_served_demo_has_customers_paid_partly_paid_unpaid_overdue_and_a_cre
         assert problems(db) == []
     finally:
         db.close()
+
+
+@pytest.mark.parametrize("moment", ["2027-01-01T00:00:05", "2027-01-01T23:59:00",
+                                    "2027-01-02T00:30:00", "2027-01-29T12:00:00",
+                                    "2027-12-31T23:30:00", "2028-02-29T12:00:00"])
+def test_the_demos_are_made_on_any_day_in_that_years_series_each_due_on_or_after_its_issue(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moment: str) -> None:
+    """Due dates count days from the day each invoice is made; the full demo's history starts
+    on 1 January at the earliest, so its invoices keep one series, and its overdue invoice is
+    overdue on every day but 1 January, when it is due that day."""
+    now = dt.datetime.fromisoformat(moment).replace(tzinfo=dt.UTC)
+    monkeypatch.setattr("studio.demo.time", SimpleNamespace(time=now.timestamp))
+    (tmp_path / "suite").mkdir()
+    suites, served = fresh(tmp_path / "suite"), fresh(tmp_path)
+    seeded(suites, seed_demo)
+    seeded(served, seed_full_demo)
+    for path in (suites, served):
+        issued = rows(path, "SELECT number, customer, issue_date, due_date FROM invoices"
+                            " WHERE status = 'issued' AND kind = 'invoice' ORDER BY number")
+        assert {row["number"][:9] for row in issued} == {f"INV-{now.year}-"}
+        assert all(row["issue_date"] <= row["due_date"] for row in issued)
+        db = backends.connect(path)
+        try:
+            assert problems(db) == []
+        finally:
+            db.close()
+    days = {customer: days for made in INVOICES.values() for customer, _, days, _, _ in made}
+    for row in rows(suites, "SELECT customer, due_date FROM invoices"):
+        assert row["due_date"] == (now.date() + dt.timedelta(days[row["customer"]])).isoformat()
+    overdue = [row["customer"] for row in rows(served, "SELECT customer FROM invoices JOIN"
+                                                       " balances ON invoice_id = invoices.id"
+                                                       " WHERE payment_status != 'paid'"
+                                                       " AND balances.due_date < ?"
+                                                       " ORDER BY customer",
+                                               now.date().isoformat())]
+    assert overdue == ([] if moment.startswith("2027-01-01") else
+                       ["Hollow Oak Bakery", "Quayside Florist"])
 
 
 def test_the_demos_customers_and_sellers_pass_the_studios_own_checks(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from studio import facturx, leases, mail, metrics, outbox
+from studio import documents, facturx, leases, mail, metrics, outbox
 from studio.auth import expired_sessions
 from studio.config import Settings
 from studio.db import Database, DatabaseUnavailable, clock, dialect_of
@@ -456,10 +456,14 @@ class Delivery:
                         outcome.status)
 
     async def attachment_of(self, send: dict[str, Any]) -> tuple[str, bytes, str]:
-        """(file name, the invoice's Factur-X PDF, the seller's email to reply to)."""
+        """(file name, the invoice's Factur-X PDF, the seller's email to reply to). An
+        invoice that lacks what an e-invoice must carry (`facturx.missing`) is attached as
+        its PDF alone: a complete invoice, never an e-invoice that breaks the rules."""
         invoice = await facturx.issued_document(self.db, send["owner_id"], send["invoice_id"])
         name = "".join(c if c.isalnum() or c in "._-" else "_" for c in invoice["number"])
         reply_to = (invoice.get("seller") or {}).get("email") or ""
+        if facturx.missing(invoice):
+            return f"{name}.pdf", await documents.document_pdf(self.db, invoice), reply_to
         return f"{name}.pdf", await facturx.pdf_of(self.db, invoice), reply_to
 
     async def _keep_claims_alive(self) -> None:

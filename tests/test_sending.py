@@ -27,6 +27,7 @@ from tests.conftest import (
     scalar,
 )
 from tests.mailserver import Inbox, MailServer
+from tests.test_facturx import issued_with_two_rates
 from tests.test_words_pages import assert_plain
 
 pytestmark = pytest.mark.anyio
@@ -95,13 +96,29 @@ async def test_a_send_is_queued_then_delivered_once_with_the_pdf_and_a_share_lin
     assert "http://studio.test/i/" in body
     pdf = next(part for part in message.iter_attachments())
     assert pdf.get_content_type() == "application/pdf"
-    assert pdf.get_content().startswith(b"%PDF")
     assert pdf.get_filename().endswith(".pdf")
-    # The e-invoice: the document's PDF with its CII XML inside.
-    assert "factur-x.xml" in PdfReader(io.BytesIO(pdf.get_content())).attachments
+    # Its buyer was typed by name, with no country, so no e-invoice can be made of it: the
+    # email carries the invoice's own PDF, the bytes every download of it gives.
+    assert pdf.get_content() == (await client.get(f"/invoices/{invoice_id}.pdf")).content
+    assert "factur-x.xml" not in PdfReader(io.BytesIO(pdf.get_content())).attachments
     sent = send_row(mailing, send_id)
     assert sent["sent_at"] is not None and sent["reply"].startswith("250")
     assert sent["claim"] is None and sent["attempts"] == 1
+
+
+async def test_an_invoice_that_can_be_an_e_invoice_is_emailed_as_its_factur_x_pdf(
+        mailing: Running, inbox: Inbox) -> None:
+    client = await mailing.signed_in()
+    invoice = await issued_with_two_rates(client)
+    reply = await client.post(f"/invoices/{invoice['id']}/send", json=send_body("e-invoice"))
+    assert reply.status_code == 202, reply.text
+    await wait_for(lambda: send_row(mailing, reply.json()["send_id"])["status"] == "sent",
+                   what="delivery")
+    [message] = inbox.messages
+    pdf = next(part for part in message.iter_attachments()).get_content()
+    # The e-invoice: the document's PDF with its CII XML inside, as its download gives it.
+    assert "factur-x.xml" in PdfReader(io.BytesIO(pdf)).attachments
+    assert pdf == (await client.get(f"/invoices/{invoice['id']}.facturx.pdf")).content
 
 
 async def test_replayed_send_requests_are_one_send_and_one_email(
@@ -281,7 +298,8 @@ async def test_a_send_whose_email_cannot_be_made_fails_with_a_reason_and_no_seco
 
     monkeypatch.setattr(facturx, "pdf_of", cannot_be_built)
     client = await mailing.signed_in()
-    reply = await client.post(f"/invoices/{mailing.invoice_ids()[0]}/send", json=send_body())
+    invoice = await issued_with_two_rates(client)  # one whose email attaches its Factur-X PDF
+    reply = await client.post(f"/invoices/{invoice['id']}/send", json=send_body())
     assert reply.status_code == 202, reply.text
     send_id = reply.json()["send_id"]
     await wait_for(lambda: send_row(mailing, send_id)["status"] != "queued",
@@ -521,7 +539,7 @@ async def test_one_accounts_many_emails_do_not_hold_back_anothers_one(
     bens_id = f"<send-{bens.json()['send_id']}@studio.test>"
     # Both documents ready, so the emails arrive in the order they were claimed.
     for client, owner in ((ada, ADA), (ben, BEN)):
-        warm = await client.get(f"/invoices/{mailing.invoice_ids(owner)[0]}.facturx.pdf")
+        warm = await client.get(f"/invoices/{mailing.invoice_ids(owner)[0]}.pdf")
         assert warm.status_code == 200
     claimed: list[str] = []
 

@@ -94,8 +94,8 @@ async def new_invoice_page(request: Request) -> Response:
 
 
 async def create_invoice(request: Request) -> Response:
+    actor = await current_actor(request)  # before the body: only a person may send 2 MB
     body = line_items_of(await read_body(request, MAX_DRAFT_BYTES))
-    actor = await current_actor(request)
     fields = invoices.parse_draft(body)
     request_id = bindings.optional_request_id(body)
     made, created = await studio_of(request).db.write(
@@ -160,8 +160,8 @@ async def invoice_page(request: Request) -> Response:
 
 async def edit_invoice(request: Request) -> Response:
     invoice_id = path_id(request, "invoice_id", "invoice_not_found")
-    body = line_items_of(await read_body(request, MAX_DRAFT_BYTES))
     actor = await current_actor(request)
+    body = line_items_of(await read_body(request, MAX_DRAFT_BYTES))
     edited = await studio_of(request).db.write(
         invoices.edit_draft, actor.id, invoice_id, invoices.parse_revision(body), body)
     return moved_to(request, f"/invoices/{invoice_id}", edited)

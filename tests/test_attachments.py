@@ -21,7 +21,7 @@ from studio.config import Settings
 from studio.db import Database
 from studio.stores import store_for
 from tests import backends
-from tests.conftest import BEN, Running, database_digest, execute, rows, running, scalar
+from tests.conftest import BEN, Running, database_digest, days_ahead, execute, rows, running, scalar
 
 pytestmark = pytest.mark.anyio
 
@@ -495,7 +495,7 @@ async def test_deleting_a_draft_deletes_its_attachments_and_their_files_once_not
     client = await studio.signed_in()
     invoice = await draft_id(client)
     other = (await client.post("/invoices", json={
-        "customer": "Acme Ltd", "currency": "EUR", "due_date": "2027-01-31", "line_items": [
+        "customer": "Acme Ltd", "currency": "EUR", "due_date": days_ahead(61), "line_items": [
             {"description": "Widgets", "quantity": "1", "unit_price": "1", "tax_rate": "0"}]}
     )).json()["id"]
     only = (await send(client, invoice, "k-only", png(51))).json()

@@ -22,6 +22,7 @@ from tests import backends
 from tests.conftest import (
     ADA,
     BEN,
+    days_ahead,
     lease_body,
     rows,
     scalar,
@@ -75,7 +76,7 @@ def back_up_under_load(live: Path, take_backup: Callable[[], subprocess.Complete
             """Ben's half of the load issues invoices: a draft, then its issue, by id."""
             made = clients[n].post("/invoices", json={
                 "request_id": f"draft-{n}-{i}", "customer": "Load Ltd", "currency": "GBP",
-                "due_date": "2027-01-31", "line_items": [
+                "due_date": days_ahead(61), "line_items": [
                     {"description": "Work", "quantity": "1", "unit_price": "10.00"}]})
             statuses.append(made.status_code)
             reply = clients[n].post(f"/invoices/{made.json()['id']}/issue",

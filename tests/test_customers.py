@@ -16,7 +16,16 @@ from studio import customers
 from studio.db import in_transaction
 from studio.errors import Refusal
 from tests import backends
-from tests.conftest import ADA, BEN, database_digest, execute, rows, scalar, table_counts
+from tests.conftest import (
+    ADA,
+    BEN,
+    database_digest,
+    days_ahead,
+    execute,
+    rows,
+    scalar,
+    table_counts,
+)
 
 pytestmark = pytest.mark.anyio
 PAGE = {"Accept": "text/html"}
@@ -27,7 +36,7 @@ MINTED = re.compile(r'<input type="hidden" name="request_id" value="([0-9a-f-]{3
 ACME = {"name": "Acme GmbH", "email": "billing@acme.example", "address": "Hauptstr. 1\nBerlin",
         "country": "de", "vat_id": "DE 136 695 976", "currency": "eur",
         "payment_terms_days": 30}
-DRAFT = {"currency": "EUR", "due_date": "2027-01-31",
+DRAFT = {"currency": "EUR", "due_date": days_ahead(61),
          "line_items": [{"description": "Work", "quantity": "1", "unit_price": "100.00",
                          "tax_rate": "19"}]}
 

@@ -11,7 +11,7 @@ import pytest
 
 from studio import identifiers, mail, outbox
 from studio.errors import Refusal
-from tests.conftest import Running, database_digest, execute, rows
+from tests.conftest import Running, database_digest, days_ahead, execute, rows
 from tests.test_sending import mailing, send_body  # noqa: F401  (the studio with a mail server)
 
 pytestmark = pytest.mark.anyio
@@ -74,7 +74,7 @@ async def _issued_for(studio: Running, client: httpx.AsyncClient, customer_id: s
                       request_id: str) -> str:
     draft = await client.post("/invoices", json={
         "customer": "Heron Press", "customer_id": customer_id, "currency": "EUR",
-        "due_date": "2027-03-01",
+        "due_date": days_ahead(90),
         "line_items": [{"description": "Typesetting", "quantity": "1", "unit_price": "90"}]})
     assert draft.status_code == 201, draft.text
     issued = await client.post(f"/invoices/{draft.json()['id']}/issue",

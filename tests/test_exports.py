@@ -50,7 +50,8 @@ def issued_on(db_path: Path, day: dt.date, customer: str = "Acme Ltd",
         if credits is not None:
             draft, _ = invoices.make_credit_note(db, owner, credits, None, now)
         else:
-            body = {"currency": "EUR", "due_date": "2030-01-31",
+            due = dt.datetime.fromtimestamp(now, dt.UTC).date() + dt.timedelta(days=61)
+            body = {"currency": "EUR", "due_date": due.isoformat(),
                     "line_items": items or lines(("1", "100.00", "19"))}
             # Naming a customer, the draft takes the customer's name.
             body.update({"customer_id": customer_id} if customer_id else {"customer": customer})

@@ -15,7 +15,7 @@ import pytest
 from lxml import etree
 
 from studio import facturx
-from tests.conftest import BEN, rows
+from tests.conftest import BEN, days_ahead, rows
 
 pytestmark = pytest.mark.anyio
 NS = facturx.NAMESPACES
@@ -47,7 +47,7 @@ async def issued_with_two_rates(client: Any) -> dict[str, Any]:
     customer = await client.post("/customers", json=BUYER)
     assert customer.status_code == 201, customer.text
     made = await client.post("/invoices", json={
-        "customer_id": customer.json()["id"], "currency": "EUR", "due_date": "2027-01-31",
+        "customer_id": customer.json()["id"], "currency": "EUR", "due_date": days_ahead(61),
         "supply_date": "2026-11-30", "notes": "Thank you for your order.",
         "line_items": TWO_RATES})
     assert made.status_code == 201, made.text
@@ -244,7 +244,7 @@ async def test_a_draft_has_no_e_invoice_and_another_persons_invoice_is_not_found
         studio) -> None:
     client = await studio.signed_in()
     draft = await client.post("/invoices", json={
-        "customer": "Acme Ltd", "currency": "EUR", "due_date": "2027-01-31",
+        "customer": "Acme Ltd", "currency": "EUR", "due_date": days_ahead(61),
         "line_items": [{"description": "Widget", "quantity": "1", "unit_price": "5",
                         "tax_rate": "0"}]})
     for ending in (".xml", ".facturx.pdf"):
@@ -307,7 +307,7 @@ async def test_the_buyers_typed_address_reaches_the_xml_in_its_parts(studio) -> 
         **BUYER, "address": "Acme SARL\n2 Rue de la Paix\nBâtiment B\n75001 Paris\nFrance"})
     assert customer.status_code == 201, customer.text
     made = await client.post("/invoices", json={
-        "customer_id": customer.json()["id"], "currency": "EUR", "due_date": "2027-01-31",
+        "customer_id": customer.json()["id"], "currency": "EUR", "due_date": days_ahead(61),
         "line_items": TWO_RATES})
     invoice = await issue(client, made.json()["id"])
     tree = xml_tree((await client.get(f"/invoices/{invoice['id']}.xml")).content)

@@ -16,6 +16,7 @@ import pytest
 from lxml import etree
 from saxonche import PySaxonProcessor
 
+from tests.conftest import days_ahead
 from tests.test_facturx import BUYER, SELLER, TWO_RATES, issue, issued_with_two_rates
 
 pytestmark = pytest.mark.anyio
@@ -59,7 +60,7 @@ async def issued_to(client: Any, buyer: dict[str, str], lines: list[dict[str, st
     customer = await client.post("/customers", json=buyer)
     assert customer.status_code == 201, customer.text
     made = await client.post("/invoices", json={
-        "customer_id": customer.json()["id"], "currency": "EUR", "due_date": "2027-01-31",
+        "customer_id": customer.json()["id"], "currency": "EUR", "due_date": days_ahead(61),
         "supply_date": "2026-11-30", "line_items": lines})
     assert made.status_code == 201, made.text
     return await issue(client, made.json()["id"])

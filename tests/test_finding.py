@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from studio import finding
-from tests.conftest import ADA, database_digest, rows
+from tests.conftest import ADA, database_digest, days_ahead, rows
 from tests.test_words_pages import assert_plain
 
 pytestmark = pytest.mark.anyio
@@ -28,6 +28,14 @@ def at(day: str) -> float:
 def on_day(monkeypatch: pytest.MonkeyPatch, day: str) -> None:
     """The list judges overdue by the transaction's clock: set it to noon of `day`."""
     monkeypatch.setattr(finding, "clock", lambda now: now or at(day))
+
+
+def day_after_due(studio: Any, customer: str, days: int = 1) -> str:
+    """The day `days` after the due date of Ada's demo invoice to that customer (0: the due
+    date itself): the demo's invoices are due some days after the day the suite began."""
+    due = rows(studio.settings.db_path, "SELECT due_date FROM invoices JOIN actors ON"
+               " actors.id = owner_id WHERE email = ? AND customer = ?", ADA, customer)[0][0]
+    return (dt.date.fromisoformat(due) + dt.timedelta(days=days)).isoformat()
 
 
 async def pay(client: Any, invoice_id: str, amount: str) -> None:
@@ -65,9 +73,11 @@ async def test_each_status_finds_its_invoices(studio, ada, monkeypatch) -> None:
         "Northwind Traders"]
     assert await customers_of(ada, "/invoices?status=paid") == ["Blue Harbor Cafe"]
     # Overdue flips the day after each due date, and never for a paid invoice.
-    for day, overdue in (("2026-12-15", []), ("2026-12-16", ["Northwind Traders"]),
-                         ("2026-12-21", ["Northwind Traders"]),
-                         ("2027-01-06", ["Kestrel Logistics", "Northwind Traders"])):
+    for day, overdue in ((day_after_due(studio, "Northwind Traders", 0), []),
+                         (day_after_due(studio, "Northwind Traders"), ["Northwind Traders"]),
+                         (day_after_due(studio, "Blue Harbor Cafe"), ["Northwind Traders"]),
+                         (day_after_due(studio, "Kestrel Logistics"),
+                          ["Kestrel Logistics", "Northwind Traders"])):
         on_day(monkeypatch, day)
         assert await customers_of(ada, "/invoices?status=overdue") == overdue, day
     # The database agrees: what is listed as unpaid is what the balances say still owes.
@@ -80,7 +90,7 @@ async def test_each_status_finds_its_invoices(studio, ada, monkeypatch) -> None:
 
 async def test_every_invoice_in_the_list_says_what_it_has_paid_and_is_due(
         studio, ada, monkeypatch) -> None:
-    on_day(monkeypatch, "2026-12-16")
+    on_day(monkeypatch, day_after_due(studio, "Northwind Traders"))
     for url in ("/invoices", "/invoices?status=issued"):
         listed = {item["customer"]: item for item in (await ada.get(url)).json()}
         northwind = listed["Northwind Traders"]
@@ -104,7 +114,7 @@ async def test_text_finds_a_customer_or_a_number_whatever_the_case(studio, ada) 
     assert await customers_of(ada, "/invoices?q=_") == []
     # Letters beyond ASCII match whatever their case, on either database.
     made = await ada.post("/invoices", json={
-        "customer": "Ölmühle Émile", "currency": "EUR", "due_date": "2027-01-31",
+        "customer": "Ölmühle Émile", "currency": "EUR", "due_date": days_ahead(61),
         "line_items": [{"description": "Oil", "quantity": "1", "unit_price": "5"}]})
     assert made.status_code == 201
     assert await customers_of(ada, "/invoices?q=ÖLMÜHLE") == ["Ölmühle Émile"]
@@ -125,7 +135,7 @@ async def test_issue_dates_and_a_customer_narrow_the_list(studio, ada) -> None:
     assert customer.status_code == 201, customer.text
     customer_id = customer.json()["id"]
     made = await ada.post("/invoices", json={
-        "customer_id": customer_id, "currency": "EUR", "due_date": "2027-01-31",
+        "customer_id": customer_id, "currency": "EUR", "due_date": days_ahead(61),
         "line_items": [{"description": "Pens", "quantity": "1", "unit_price": "5"}]})
     assert made.status_code == 201, made.text
     assert await customers_of(ada, f"/invoices?customer_id={customer_id}") == [
@@ -158,7 +168,8 @@ async def test_pages_of_a_filtered_list_keep_the_filters_and_list_each_once(
 
 async def test_the_list_page_shows_what_is_outstanding_and_overdue_per_currency(
         studio, ada, monkeypatch) -> None:
-    on_day(monkeypatch, "2027-01-06")
+    day = day_after_due(studio, "Kestrel Logistics")
+    on_day(monkeypatch, day)
     owing: dict[str, list[Decimal]] = {}
     for currency, due, due_date in rows(
             studio.settings.db_path, "SELECT balances.currency, amount_due, due_date FROM"
@@ -166,7 +177,7 @@ async def test_the_list_page_shows_what_is_outstanding_and_overdue_per_currency(
             " AND payment_status != 'paid'", ADA):
         sums = owing.setdefault(currency, [Decimal(0), Decimal(0)])
         sums[0] += Decimal(due)
-        sums[1] += Decimal(due) if due_date < "2027-01-06" else 0
+        sums[1] += Decimal(due) if due_date < day else 0
     assert {currency: [str(s) for s in sums] for currency, sums in owing.items()} == {
         "EUR": ["5290.40", "2000.00"], "USD": ["2110.50", "2110.50"]}
     html = (await ada.get("/invoices", headers=PAGE)).text

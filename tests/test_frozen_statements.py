@@ -17,7 +17,7 @@ import pytest
 from studio import invoices
 from studio.db import connect, in_transaction
 from tests import backends
-from tests.conftest import database_digest
+from tests.conftest import database_digest, days_ahead
 
 
 @dataclass
@@ -37,7 +37,7 @@ def _attach(db: sqlite3.Connection, owner: str, invoice_id: str) -> str:
     return attachment_id
 
 
-DRAFT = {"customer": "C", "currency": "EUR", "due_date": "2027-01-01",
+DRAFT = {"customer": "C", "currency": "EUR", "due_date": days_ahead(31),
          "line_items": [{"description": "a", "quantity": "1", "unit_price": "2"}]}
 
 

@@ -16,7 +16,16 @@ import pytest
 from studio import bindings, invoices
 from studio.audit import audit_database
 from studio.db import dialect_of
-from tests.conftest import ADA, BEN, database_digest, execute, rows, scalar, studio_command
+from tests.conftest import (
+    ADA,
+    BEN,
+    database_digest,
+    days_ahead,
+    execute,
+    rows,
+    scalar,
+    studio_command,
+)
 from tests.test_invoices import FREEZE_DROPPED
 
 pytestmark = pytest.mark.anyio
@@ -48,7 +57,7 @@ def line(description: str, quantity: str, price: str, rate: str, discount: str |
 
 
 def full_body(**changes: Any) -> dict[str, Any]:
-    return {"customer": "Acme GmbH", "currency": "EUR", "due_date": "2027-01-31",
+    return {"customer": "Acme GmbH", "currency": "EUR", "due_date": days_ahead(61),
             "supply_date": "2026-12-15", "notes": "Project Babbage, phase 2.\nThank you!",
             "line_items": [line("Design", "3", "19.99", "19", "10"),
                            line("Print run", "2", "12.50", "7")], **changes}
@@ -146,7 +155,7 @@ async def test_the_longest_draft_the_line_rules_allow_is_saved_whatever_its_spel
     assert (stored["notes"], stored["total"]) == ("ü" * 2000, "238.00")
 
     form = urlencode([("revision", "1"), ("customer", "Acme GmbH"), ("currency", "EUR"),
-                      ("due_date", "2027-01-31"), ("notes", "𝄞" * 2000)]
+                      ("due_date", days_ahead(61)), ("notes", "𝄞" * 2000)]
                      + [(field, value) for _ in range(200) for field, value in (
                          ("description", "𝄞" * 500), ("quantity", "1"), ("unit_price", "1.00"),
                          ("tax_rate", "19"))])
@@ -397,7 +406,7 @@ async def test_a_supply_date_more_than_a_year_ahead_is_refused_at_issue(studio) 
     today = dt.datetime.now(dt.UTC).date()
     latest = today + dt.timedelta(days=366)
     far = await client.post("/invoices", json=full_body(
-        due_date="2099-12-31", supply_date=(latest + dt.timedelta(days=1)).isoformat()))
+        due_date=days_ahead(400), supply_date=(latest + dt.timedelta(days=1)).isoformat()))
     assert far.status_code == 201, far.text
     before = database_digest(db_path)
     refused = await issue(client, far.json())
@@ -405,7 +414,7 @@ async def test_a_supply_date_more_than_a_year_ahead_is_refused_at_issue(studio) 
     assert f"it may be {latest} at the latest" in refused.json()["message"]
     assert database_digest(db_path) == before
     for supplied in (latest.isoformat(), "2001-02-03"):
-        made = await client.post("/invoices", json=full_body(due_date="2099-12-31",
+        made = await client.post("/invoices", json=full_body(due_date=days_ahead(400),
                                                             supply_date=supplied))
         assert (await issue(client, made.json())).status_code == 201
         assert scalar(db_path, "SELECT supply_date FROM invoices WHERE id = ?"
@@ -520,7 +529,7 @@ async def test_invoices_issued_before_the_full_invoice_still_pass_studio_check(s
 
 def test_a_field_left_unset_leaves_the_frozen_hash_as_it_was() -> None:
     fields = {"id": "i", "owner_id": "a", "kind": "invoice", "credits": None, "number": "N",
-              "customer": "C", "currency": "EUR", "due_date": "2027-01-01",
+              "customer": "C", "currency": "EUR", "due_date": days_ahead(31),
               "line_items": "[]", "net": "0", "tax": "0", "total": "0", "seller": None,
               "issued_at": 1.0}
     old = hash_before_the_full_invoice(None, fields)

@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 import pytest
 
 from studio import leases
-from tests.conftest import execute, lease_body, rows, scalar, wait_for_status
+from tests.conftest import days_ahead, execute, lease_body, rows, scalar, wait_for_status
 
 pytestmark = pytest.mark.anyio
 PAGE = {"Accept": "text/html"}
@@ -41,7 +41,7 @@ async def test_a_form_with_repeated_line_fields_makes_a_draft_and_blank_lines_ar
         studio) -> None:
     client = await studio.signed_in()
     form = [("request_id", "form-1"), ("customer", "Form Co"), ("currency", "jpy"),
-            ("due_date", "2027-05-01"),
+            ("due_date", days_ahead(151)),
             ("description", "Tea"), ("quantity", "2"), ("unit_price", "150.5"),
             ("tax_rate", "10"),
             ("description", ""), ("quantity", ""), ("unit_price", ""), ("tax_rate", "")]
@@ -61,7 +61,7 @@ async def test_a_form_with_repeated_line_fields_makes_a_draft_and_blank_lines_ar
 async def test_a_refused_form_shows_its_message_in_the_page(studio) -> None:
     client = await studio.signed_in()
     refused = await client.post("/invoices", headers=HTMX, data={
-        "customer": "X", "currency": "EUR", "due_date": "2027-05-01", "description": "Tea",
+        "customer": "X", "currency": "EUR", "due_date": days_ahead(151), "description": "Tea",
         "quantity": "1", "unit_price": "-3", "tax_rate": "0"})
     assert refused.status_code == 422 and refused.headers["hx-retarget"] == "#messages"
     assert "Line 1: the unit price" in refused.text
@@ -124,12 +124,12 @@ async def test_the_issue_review_shows_what_will_be_frozen(studio) -> None:
                                                  "vat_id": "DE136695976"})
     assert saved.status_code == 200
     made = (await client.post("/invoices", json={
-        "customer": "Review Co", "currency": "EUR", "due_date": "2027-03-01",
+        "customer": "Review Co", "currency": "EUR", "due_date": days_ahead(90),
         "line_items": [{"description": "Framing", "quantity": "3", "unit_price": "19.99",
                         "tax_rate": "19"}]})).json()
     page = (await client.get(f"/invoices/{made['id']}/issue", headers=PAGE)).text
     series = f"INV-{time.gmtime().tm_year}"
-    for shown in ("Ada Works", "DE136695976", "Review Co", "2027-03-01", "Framing", "71.36",
+    for shown in ("Ada Works", "DE136695976", "Review Co", made["due_date"], "Framing", "71.36",
                   f'<strong id="series">{series}</strong>',
                   "<dt>Draft revision</dt><dd><code>1</code>"):
         assert shown in page, shown

@@ -24,6 +24,7 @@ from tests.conftest import (
     ADA,
     BEN,
     database_digest,
+    days_ahead,
     execute,
     rows,
     scalar,
@@ -34,7 +35,7 @@ pytestmark = pytest.mark.anyio
 
 
 def draft_body(**changes: Any) -> dict[str, Any]:
-    return {"customer": "Acme Ltd", "currency": "EUR", "due_date": "2027-01-31",
+    return {"customer": "Acme Ltd", "currency": "EUR", "due_date": days_ahead(61),
             "line_items": [{"description": "Widgets", "quantity": "3", "unit_price": "19.99",
                             "tax_rate": "19"}], **changes}
 

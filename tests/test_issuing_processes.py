@@ -15,11 +15,11 @@ from studio import profiles
 from studio.auth import add_actor
 from studio.db import connect_to, in_transaction
 from tests import backends
-from tests.conftest import rows, start_server, studio_command
+from tests.conftest import days_ahead, rows, start_server, studio_command
 
 CAROL = "carol@example.com"
 PASSWORD = "carol-password"
-DRAFT = {"customer": "Acme Ltd", "currency": "EUR", "due_date": "2027-01-31",
+DRAFT = {"customer": "Acme Ltd", "currency": "EUR", "due_date": days_ahead(61),
          "line_items": [{"description": "Work", "quantity": "1", "unit_price": "100.00",
                          "tax_rate": "20"}]}
 

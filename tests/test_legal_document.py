@@ -5,6 +5,7 @@ a credit. The PDF's text is read back with pypdf."""
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import hashlib
 import io
 import uuid
@@ -15,7 +16,7 @@ import pytest
 import segno
 
 from studio import documents, invoices
-from tests.conftest import execute, rows, scalar
+from tests.conftest import days_ahead, execute, rows, scalar
 from tests.test_full_invoice import actor_id, add_customer, full_body, issue, line
 
 pytestmark = pytest.mark.anyio
@@ -63,7 +64,7 @@ async def test_the_pdf_holds_everything_article_226_asks_and_how_to_pay(studio) 
     text = text_of(reply.content)
     for expected in (
             f"Invoice {invoice['number']}", f"Issued {invoice['issue_date']}",
-            "Date of supply 2026-12-15", "Due 2027-01-31",
+            "Date of supply 2026-12-15", f"Due {invoice['due_date']}",
             # The seller: name, address, country, VAT ID, tax number.
             "Ada Lovelace Design", "12 Analytical Row", "London W1", "United Kingdom",
             "VAT ID GB123456789", "Tax number TX-42",
@@ -74,11 +75,14 @@ async def test_the_pdf_holds_everything_article_226_asks_and_how_to_pay(studio) 
             "19 % €53.97 €10.25", "7 % €25.00 €1.75",
             "Net (EUR) €78.97", "Tax (EUR) €12.00", "Total (EUR) €90.97",
             # How to pay.
-            "Please quote the invoice number.", "Payment within", "by 2027-01-31",
+            "Please quote the invoice number.", "Payment within", f"by {invoice['due_date']}",
             f"IBAN {IBAN}", "BIC COBADEFF", "Scan to pay",
             "Project Babbage, phase 2.", "Thank you!", "registered in England no. 1815"):
         assert expected in text, expected
     assert images_in(reply.content) == 1  # the payment code
+    days = (dt.date.fromisoformat(invoice["due_date"])
+            - dt.date.fromisoformat(invoice["issue_date"])).days
+    assert f"Payment within {days} days" in " ".join(text.split()), text
 
 
 async def test_the_payment_code_is_an_epc_transfer_of_the_total_into_the_sellers_iban(
@@ -223,7 +227,7 @@ async def test_a_draft_form_has_the_new_fields_and_saves_them(studio) -> None:
     made = await client.post("/invoices", headers=PAGE, data={
         "request_id": str(uuid.uuid4()), "customer": "Form Client", "customer_id": customer_id,
         "currency": "EUR",
-        "due_date": "2027-03-01", "supply_date": "2027-02-01", "notes": "Line one\r\nLine two",
+        "due_date": days_ahead(90), "supply_date": "2027-02-01", "notes": "Line one\r\nLine two",
         "description": ["A", "B"], "quantity": ["1", "2"], "unit_price": ["100", "5"],
         "discount_percent": ["5", ""], "tax_rate": ["19", "7"]})
     assert made.status_code in (200, 201, 303), made.text

@@ -17,6 +17,7 @@ from studio.postgres import display
 from tests import backends
 from tests.conftest import (
     ADA,
+    days_ahead,
     free_port,
     lease_body,
     running,
@@ -64,7 +65,7 @@ def test_a_submit_apply_and_issue_log_their_lines_and_no_secret_reaches_the_log(
             assert client.post("/leases", json=lease_body([invoice], "auto-req",
                                                           providers=["auto"])).status_code == 201
             draft = client.post("/invoices", json={
-                "customer": "Acme Ltd", "currency": "EUR", "due_date": "2027-01-31",
+                "customer": "Acme Ltd", "currency": "EUR", "due_date": days_ahead(61),
                 "line_items": [{"description": "Widgets", "quantity": "3",
                                 "unit_price": "19.99", "tax_rate": "19"}]}).json()
             issued = client.post(f"/invoices/{draft['id']}/issue", json={
@@ -127,7 +128,7 @@ async def test_metrics_parse_and_move_with_the_work(settings):
                     "request_id": "metrics-issue", "revision": drafts[0]["revision"]})
                 assert issued.status_code in (200, 201)
             fresh = await client.post("/invoices", json={
-                "customer": "Metrics Ltd", "currency": "EUR", "due_date": "2030-01-31",
+                "customer": "Metrics Ltd", "currency": "EUR", "due_date": days_ahead(61),
                 "line_items": [{"description": "Work", "quantity": "1", "unit_price": "10",
                                 "tax_rate": "0"}]})
             for _ in range(2):

@@ -11,7 +11,7 @@ import tomllib
 import pytest
 
 from studio.demo import INVOICES
-from tests.conftest import ROOT, rows
+from tests.conftest import ROOT, days_ahead, rows
 
 pytestmark = pytest.mark.anyio
 PAGE = {"Accept": "text/html"}
@@ -50,7 +50,7 @@ def test_every_folder_of_static_files_is_a_package_of_the_wheel() -> None:
 async def test_unit_prices_show_in_the_currencys_minor_units(studio) -> None:
     client = await studio.signed_in()
     made = (await client.post("/invoices", json={
-        "customer": "Price Co", "currency": "EUR", "due_date": "2027-03-01",
+        "customer": "Price Co", "currency": "EUR", "due_date": days_ahead(90),
         "line_items": [{"description": "Day rate", "quantity": "2", "unit_price": "450",
                         "tax_rate": "19"},
                        {"description": "Fine", "quantity": "1", "unit_price": "10.005",

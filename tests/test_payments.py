@@ -16,7 +16,7 @@ import pytest
 from studio import balances, payments
 from studio.db import in_transaction
 from tests import backends
-from tests.conftest import ADA, BEN, database_digest, rows, scalar
+from tests.conftest import ADA, BEN, database_digest, days_ahead, rows, scalar
 from tests.test_words_pages import assert_plain
 
 pytestmark = pytest.mark.anyio
@@ -44,7 +44,8 @@ def payments_of(db_path: Any, invoice_id: str) -> list[Any]:
 
 
 async def northwind(studio: Any) -> str:
-    """Ada's first issued invoice: EUR 2700.00, due 2026-12-15, nothing paid."""
+    """Ada's first issued invoice: EUR 2700.00, due 30 days after it was issued, nothing
+    paid."""
     invoice_id = studio.invoice_ids()[0]
     assert balance_of(studio.settings.db_path, invoice_id)["amount_due"] == "2700.00"
     return invoice_id
@@ -183,7 +184,7 @@ async def test_a_draft_a_credit_note_and_someone_elses_invoice_cannot_be_paid(st
     client = await studio.signed_in()
     db = studio.settings.db_path
     draft = (await client.post("/invoices", json={
-        "customer": "Acme Ltd", "currency": "EUR", "due_date": "2027-01-31",
+        "customer": "Acme Ltd", "currency": "EUR", "due_date": days_ahead(61),
         "line_items": [{"description": "Work", "quantity": "1", "unit_price": "10"}]})).json()
     invoice_id = await northwind(studio)
     note = (await client.post(f"/invoices/{invoice_id}/credit-note", json={})).json()
@@ -254,7 +255,7 @@ async def test_a_json_number_amount_is_read_exactly_and_yen_have_no_decimals(stu
     assert payments.parse_payment({"amount": 12, "date": TODAY, "method": "cash"})["amount"] \
         == "12"
     draft = (await client.post("/invoices", json={
-        "customer": "Tokyo Ltd", "currency": "JPY", "due_date": "2027-01-31",
+        "customer": "Tokyo Ltd", "currency": "JPY", "due_date": days_ahead(61),
         "line_items": [{"description": "Work", "quantity": "1", "unit_price": "1000"}]})).json()
     issued = await client.post(f"/invoices/{draft['id']}/issue",
                                json={"request_id": "yen", "revision": draft["revision"]})
@@ -378,11 +379,14 @@ def _at(day: str) -> float:
 
 
 async def test_overdue_flips_at_the_due_date_by_the_clock(studio, monkeypatch) -> None:
-    """Northwind is due 2026-12-15: not overdue that day, overdue the next, and never once
+    """Northwind is not overdue on its due date, overdue the next day, and never once
     paid."""
     client = await studio.signed_in()
     invoice_id = await northwind(studio)
-    moments = {"2026-12-15": False, "2026-12-16": True}
+    due = dt.date.fromisoformat(scalar(studio.settings.db_path,
+                                       "SELECT due_date FROM invoices WHERE id = ?", invoice_id))
+    due_day, day_after = due.isoformat(), (due + dt.timedelta(days=1)).isoformat()
+    moments = {due_day: False, day_after: True}
     for day, overdue in moments.items():
         monkeypatch.setattr(balances, "clock", lambda now, day=day: now or _at(day))
         shown = (await client.get(f"/invoices/{invoice_id}")).json()
@@ -391,8 +395,8 @@ async def test_overdue_flips_at_the_due_date_by_the_clock(studio, monkeypatch) -
     db = backends.connect(studio.settings.db_path)
     try:
         row = db.execute("SELECT * FROM invoices WHERE id = ?", (invoice_id,)).fetchone()
-        assert balances.standing_of(db, row, _at("2026-12-15"))["overdue"] is False
-        assert balances.standing_of(db, row, _at("2026-12-16"))["overdue"] is True
+        assert balances.standing_of(db, row, _at(due_day))["overdue"] is False
+        assert balances.standing_of(db, row, _at(day_after))["overdue"] is True
     finally:
         db.close()
     paid = await client.post(f"/invoices/{invoice_id}/payments", json=payment(amount="2700"))
@@ -559,7 +563,7 @@ async def test_a_payment_on_an_invoice_for_nothing_or_credited_in_full_says_why(
     client = await studio.signed_in()
     db = studio.settings.db_path
     made = await client.post("/invoices", json={
-        "customer": "Free Co", "currency": "EUR", "due_date": "2027-01-31", "line_items": [
+        "customer": "Free Co", "currency": "EUR", "due_date": days_ahead(61), "line_items": [
             {"description": "Goodwill", "quantity": "1", "unit_price": "0", "tax_rate": "0"}]})
     assert made.status_code == 201, made.text
     issued = await client.post(f"/invoices/{made.json()['id']}/issue", json={

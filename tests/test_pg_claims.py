@@ -19,11 +19,11 @@ from studio.config import Settings
 from studio.db import open_database
 from studio.worker import Claimed, Worker, keep_claims
 from tests import backends
-from tests.conftest import execute, lease_body, rows, running, scalar
+from tests.conftest import days_ahead, execute, lease_body, rows, running, scalar
 
 pytestmark = pytest.mark.anyio
 
-DRAFT = {"customer": "Acme Ltd", "currency": "EUR", "due_date": "2027-01-31",
+DRAFT = {"customer": "Acme Ltd", "currency": "EUR", "due_date": days_ahead(61),
          "line_items": [{"description": "Work", "quantity": "1", "unit_price": "100.00",
                          "tax_rate": "20"}]}
 

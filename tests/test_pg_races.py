@@ -25,13 +25,13 @@ from studio.db import in_transaction
 from studio.intents import Intent, LeaseRequest, create_lease
 from studio.worker import Claimed, claim_task
 from tests import backends
-from tests.conftest import ADA, BEN, rows, running, scalar
+from tests.conftest import ADA, BEN, days_ahead, rows, running, scalar
 
 pytestmark = pytest.mark.skipif(not backends.ON_POSTGRES,
                                 reason="PostgreSQL's concurrency; SQLite has one writer")
 
 TASKS_PER_ACTOR = 150
-DRAFT = {"customer": "Acme Ltd", "currency": "EUR", "due_date": "2027-01-31",
+DRAFT = {"customer": "Acme Ltd", "currency": "EUR", "due_date": days_ahead(61),
          "line_items": [{"description": "Work", "quantity": "1", "unit_price": "100.00",
                          "tax_rate": "20"}]}
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from studio.config import Settings
-from tests.conftest import running, scalar, table_counts
+from tests.conftest import days_ahead, running, scalar, table_counts
 from tests.mailserver import MailServer
 from tests.test_facturx import SELLER, issue
 from tests.test_facturx_rules import failed_rules  # noqa: F401  (the Schematron, compiled once)
@@ -28,7 +28,7 @@ def payment(amount: str = "1.00", **changes: Any) -> dict[str, Any]:
 async def issued_draft(client: Any, **fields: Any) -> dict[str, Any]:
     assert (await client.post("/settings", json=SELLER)).status_code == 200
     made = await client.post("/invoices", json={
-        "customer": "Plain Co", "currency": "EUR", "due_date": "2027-01-31",
+        "customer": "Plain Co", "currency": "EUR", "due_date": days_ahead(61),
         "line_items": [LINE], **fields})
     assert made.status_code == 201, made.text
     return await issue(client, made.json()["id"])
@@ -102,7 +102,7 @@ async def test_the_e_invoice_of_a_buyer_typed_by_name_meets_en16931_or_is_not_ma
     customer = await client.post("/customers", json={
         "name": "Plain Co", "country": "FR", "address": "1 Rue A\n75001 Paris"})
     made = await client.post("/invoices", json={
-        "customer_id": customer.json()["id"], "currency": "EUR", "due_date": "2027-01-31",
+        "customer_id": customer.json()["id"], "currency": "EUR", "due_date": days_ahead(61),
         "line_items": [LINE]})
     complete = await issue(client, made.json()["id"])
     xml = await client.get(f"/invoices/{complete['id']}.xml")
@@ -165,7 +165,7 @@ async def test_a_customer_search_with_a_nul_character_says_what_is_wrong(studio)
 async def test_an_edit_that_changes_nothing_is_not_a_new_revision(studio) -> None:
     client = await studio.signed_in()
     made = await client.post("/invoices", json={
-        "customer": "Plain Co", "currency": "EUR", "due_date": "2027-01-31",
+        "customer": "Plain Co", "currency": "EUR", "due_date": days_ahead(61),
         "line_items": [LINE]})
     assert made.status_code == 201, made.text
     draft_id = made.json()["id"]

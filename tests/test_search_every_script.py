@@ -19,13 +19,13 @@ from studio.config import Settings
 from studio.db import in_transaction
 from studio.demo import seed_demo
 from tests import backends
-from tests.conftest import ADA, Running, running, scalar, table_counts
+from tests.conftest import ADA, Running, days_ahead, running, scalar, table_counts
 
 pytestmark = pytest.mark.anyio
 NAMES = ["ÉMILE Durand", "émile Zola", "ΣΟΦΊΑ Papadaki", "σοφία Nikolaou", "Straße Bau GmbH",
          "STRASSE 1 AG", "Plain Emile"]
 EMILES, SOPHIAS = ["ÉMILE Durand", "émile Zola"], ["ΣΟΦΊΑ Papadaki", "σοφία Nikolaou"]
-DRAFT = {"currency": "EUR", "due_date": "2027-01-31",
+DRAFT = {"currency": "EUR", "due_date": days_ahead(61),
          "line_items": [{"description": "Work", "quantity": "1", "unit_price": "100.00",
                          "tax_rate": "19"}]}
 # What each search finds, of NAMES: the same on both backends, whatever the locale.

@@ -35,7 +35,7 @@ from studio.auth import SESSION_COOKIE, add_actor
 from studio.db import in_transaction
 from studio.demo import DEMO_PASSWORD, INVOICES, OVERDUE
 from tests import backends
-from tests.conftest import ADA, BEN, lease_body
+from tests.conftest import ADA, BEN, days_ahead, lease_body
 from tests.hosts import lab
 
 WHY_NOT = lab.can_run() if backends.ON_POSTGRES else None
@@ -50,7 +50,7 @@ DELAY_MS = 3
 # time out soon after.
 SLOW = {"STUDIO_PROVIDER_DELAY_S": "2", "STUDIO_CLAIM_SECONDS": "3"}
 JSON = {"Accept": "application/json"}
-DRAFT = {"customer": "Acme Ltd", "currency": "EUR", "due_date": "2027-01-31",
+DRAFT = {"customer": "Acme Ltd", "currency": "EUR", "due_date": days_ahead(61),
          "line_items": [{"description": "Work", "quantity": "1", "unit_price": "100.00",
                          "tax_rate": "20"}]}
 

@@ -18,7 +18,7 @@ import pytest
 
 from studio import shares
 from tests import backends
-from tests.conftest import BEN, database_digest, execute, rows, running, scalar
+from tests.conftest import BEN, database_digest, days_ahead, execute, rows, running, scalar
 
 pytestmark = pytest.mark.anyio
 PAGE = {"Accept": "text/html"}
@@ -31,7 +31,7 @@ async def issued(client: Any, **changes: Any) -> dict[str, Any]:
     saved = await client.post("/settings", json={"name": "Ada Works", "address": "1 Lane"})
     assert saved.status_code == 200, saved.text
     made = await client.post("/invoices", json={
-        "customer": "Acme Ltd", "currency": "EUR", "due_date": "2027-01-31",
+        "customer": "Acme Ltd", "currency": "EUR", "due_date": days_ahead(61),
         "line_items": [{"description": "Widget", "quantity": "3", "unit_price": "19.99",
                         "tax_rate": "19"}], **changes})
     assert made.status_code == 201, made.text
@@ -327,7 +327,7 @@ async def test_another_person_cannot_share_or_revoke_my_invoice(studio) -> None:
 async def test_a_draft_cannot_be_shared(studio) -> None:
     owner = await studio.signed_in()
     draft = await owner.post("/invoices", json={
-        "customer": "Acme Ltd", "currency": "EUR", "due_date": "2027-01-31",
+        "customer": "Acme Ltd", "currency": "EUR", "due_date": days_ahead(61),
         "line_items": [{"description": "Widget", "quantity": "1", "unit_price": "5",
                         "tax_rate": "0"}]})
     reply = await owner.post(f"/invoices/{draft.json()['id']}/share")
@@ -456,7 +456,7 @@ async def test_the_shared_page_leads_nowhere_into_the_studio_whatever_the_invoic
         files={"logo": ("logo.png", logo.getvalue(), "image/png")})
     assert saved.status_code in (200, 303), saved.text
     made = await owner.post("/invoices", json={
-        "customer": "Acme Ltd", "currency": "EUR", "due_date": "2027-01-31",
+        "customer": "Acme Ltd", "currency": "EUR", "due_date": days_ahead(61),
         "notes": "See /invoices for more", "line_items": [
             {"description": "Widget", "quantity": "3", "unit_price": "19.99",
              "tax_rate": "19"}]})

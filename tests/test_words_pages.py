@@ -14,7 +14,7 @@ import pytest
 
 from studio import errors, leases
 from studio.errors import REFUSALS
-from tests.conftest import ADA, lease_body, rows, running, table_counts, wait_for_status
+from tests.conftest import ADA, days_ahead, lease_body, rows, running, table_counts, wait_for_status
 
 pytestmark = pytest.mark.anyio
 PAGE = {"Accept": "text/html"}
@@ -136,7 +136,7 @@ async def test_every_page_speaks_a_persons_words(studio) -> None:
                                                 headers=PAGE)).text
 
     made = (await client.post("/invoices", json={
-        "customer": "Words Co", "currency": "EUR", "due_date": "2027-03-01",
+        "customer": "Words Co", "currency": "EUR", "due_date": days_ahead(90),
         "line_items": [{"description": "Framing", "quantity": "3", "unit_price": "450",
                         "tax_rate": "19"}]})).json()
     edited = await client.patch(f"/invoices/{made['id']}", json={"revision": 1,
@@ -265,7 +265,7 @@ async def test_history_invoices_and_sign_in_speak_a_persons_words(settings) -> N
         pages["history, fragment"] = (await client.get("/leases", headers=HTMX)).text
 
         draft = (await client.post("/invoices", json={
-            "customer": "Words Co", "currency": "EUR", "due_date": "2027-03-01",
+            "customer": "Words Co", "currency": "EUR", "due_date": days_ahead(90),
             "line_items": [{"description": "Framing", "quantity": "3", "unit_price": "450",
                             "tax_rate": "19"}]})).json()
         note = (await client.post(f"/invoices/{used}/credit-note",
@@ -335,13 +335,13 @@ async def test_refusals_shown_as_pages_and_fragments_speak_a_persons_words(studi
                   f"/leases/{halted['lease_id']}/apply", data={})
 
     draft = (await client.post("/invoices", json={
-        "customer": "Words Co", "currency": "EUR", "due_date": "2027-03-01",
+        "customer": "Words Co", "currency": "EUR", "due_date": days_ahead(90),
         "line_items": [{"description": "Framing", "quantity": "3", "unit_price": "450",
                         "tax_rate": "19"}]})).json()
     assert (await client.patch(f"/invoices/{draft['id']}",
                                json={"revision": 1, "customer": "Words & Co"})).is_success
     stale = {"revision": "1", "customer": "Stale Co", "currency": "EUR",
-             "due_date": "2027-03-01", "description": "Framing", "quantity": "3",
+             "due_date": days_ahead(90), "description": "Framing", "quantity": "3",
              "unit_price": "450", "tax_rate": "19"}
     await refused("a draft edited elsewhere", "draft_changed", 409, "POST",
                   f"/invoices/{draft['id']}/edit", data=stale)

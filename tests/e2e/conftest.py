@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -18,8 +19,9 @@ from studio.demo import DEMO_PASSWORD
 from tests.conftest import ADA, Server, rows, scalar, start_server
 
 # Ada's demo invoices, issued when the server seeds them (this year's series, in order).
+DEMO_NUMBERS = {"NORTHWIND": 1, "BLUE_HARBOR": 2, "KESTREL": 3, "ORCHARD": 4}
 YEAR = dt.datetime.now(dt.UTC).year
-NORTHWIND, BLUE_HARBOR, KESTREL, ORCHARD = (f"INV-{YEAR}-{n:04d}" for n in range(1, 5))
+NORTHWIND, BLUE_HARBOR, KESTREL, ORCHARD = (f"INV-{YEAR}-{n:04d}" for n in DEMO_NUMBERS.values())
 
 CHROMIUM = Path(os.environ.get("STUDIO_CHROMIUM", "/usr/bin/chromium"))
 # Quiet, sandbox-free Chromium: no updates, no sync, no network of its own.
@@ -107,11 +109,26 @@ class Studio:
             time.sleep(0.05)
 
 
-def serve(tmp_path_factory: pytest.TempPathFactory, **settings: str) -> Iterator[Studio]:
+def numbers_as_seeded(studio: Studio, module: ModuleType) -> None:
+    """NORTHWIND and the others are numbered in the year the run began; a run that crosses
+    a new year meets a server that seeded the new year's series: the module's names then
+    read the numbers that server gave."""
+    year = scalar(studio.db_path, "SELECT MIN(series_year) FROM invoices JOIN actors"
+                  " ON actors.id = owner_id WHERE email = ? AND kind = 'invoice'", ADA)
+    for name, n in DEMO_NUMBERS.items():
+        if hasattr(module, name):
+            setattr(module, name, f"INV-{year}-{n:04d}")
+
+
+def serve(tmp_path_factory: pytest.TempPathFactory, module: ModuleType | None = None,
+          **settings: str) -> Iterator[Studio]:
     db_path = tmp_path_factory.mktemp("studio") / "studio.db"
     server = start_server(db_path, "--demo", **settings)
     try:
-        yield Studio(server, db_path)
+        studio = Studio(server, db_path)
+        if module is not None:
+            numbers_as_seeded(studio, module)
+        yield studio
     finally:
         server.stop()
         # Nothing the browser did may have crashed a handler.
@@ -122,7 +139,8 @@ def serve(tmp_path_factory: pytest.TempPathFactory, **settings: str) -> Iterator
 def studio(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[Studio]:
     """One server per module, configured by the module's `STUDIO_SETTINGS`."""
-    yield from serve(tmp_path_factory, **getattr(request.module, "STUDIO_SETTINGS", {}))
+    yield from serve(tmp_path_factory, request.module,
+                     **getattr(request.module, "STUDIO_SETTINGS", {}))
 
 
 def sign_in(page: Page, url: str, email: str = ADA) -> None:

@@ -9,14 +9,14 @@ import re
 
 from playwright.sync_api import Page, expect
 
-from tests.conftest import rows
+from tests.conftest import days_ahead, rows
 from tests.e2e.conftest import Studio, lose_first_reply, sign_in
 
 DRAFT_URL = re.compile(r".*/invoices/[0-9a-f-]{36}$")
 
 
 def fill_the_rest_and_save(page: Page) -> str:
-    page.get_by_label("Due date").fill("2027-03-01")
+    page.get_by_label("Due date").fill(days_ahead(90))
     page.get_by_label("Description").nth(0).fill("Design work")
     page.get_by_label("Unit price").nth(0).fill("100")
     page.get_by_role("button", name="Save draft").click()
@@ -102,17 +102,18 @@ def test_choosing_a_customer_fills_in_their_currency_and_the_due_date_from_their
         f"Filled in from Alpenblick AG's details: currency CHF, due {filled} (30 days).")
 
     # Both stay the person's: a due date already there is kept when choosing again.
-    due.fill("2027-06-30")
+    chosen = days_ahead(211)
+    due.fill(chosen)
     page.get_by_label("Customer", exact=True).fill("")
     page.get_by_label("Customer", exact=True).press_sequentially("alpen")
     page.locator("#customer-matches").get_by_role(
         "button", name=re.compile("Alpenblick AG")).click()
     expect(page.locator("#customer-id")).to_have_value(customer_id)
-    expect(due).to_have_value("2027-06-30")
+    expect(due).to_have_value(chosen)
     page.get_by_label("Description").nth(0).fill("Chalet photography")
     page.get_by_label("Unit price").nth(0).fill("800")
     page.get_by_role("button", name="Save draft").click()
     page.wait_for_url(DRAFT_URL)
     [draft] = rows(studio.db_path, "SELECT customer_id, currency, due_date FROM invoices"
                                    " WHERE id = ?", page.url.rsplit("/", 1)[1])
-    assert tuple(draft) == (customer_id, "CHF", "2027-06-30")
+    assert tuple(draft) == (customer_id, "CHF", chosen)

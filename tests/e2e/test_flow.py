@@ -55,7 +55,9 @@ def test_whole_flow_review_submit_watch_choose_and_apply(page: Page, studio: Stu
     sign_in(page, studio.url)
 
     row = page.get_by_role("row").filter(has_text=NORTHWIND)
-    for fact in ("Northwind Traders", "EUR 2700.00", "2026-12-15", "None yet"):
+    due = scalar(studio.db_path, "SELECT due_date FROM invoices WHERE id = ?",
+                 studio.invoice_id(NORTHWIND))
+    for fact in ("Northwind Traders", "EUR 2700.00", due, "None yet"):
         expect(row).to_contain_text(fact)
     page.get_by_label(f"Pick {NORTHWIND}").check()
     page.get_by_label(f"Pick {BLUE_HARBOR}").check()

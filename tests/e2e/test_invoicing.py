@@ -10,14 +10,14 @@ from pathlib import Path
 import pypdf
 from playwright.sync_api import Page, expect
 
-from tests.conftest import rows, scalar
+from tests.conftest import days_ahead, rows, scalar
 from tests.e2e.conftest import Studio, lose_first_reply, sign_in
 
 
 def new_draft(page: Page, studio: Studio, customer: str) -> str:
     page.goto(studio.url + "/invoices/new")
     page.get_by_label("Customer").fill(customer)
-    page.get_by_label("Due date").fill("2027-03-01")
+    page.get_by_label("Due date").fill(days_ahead(90))
     page.get_by_label("Description").nth(0).fill("Design work")
     page.get_by_label("Quantity").nth(0).fill("3")
     page.get_by_label("Unit price").nth(0).fill("19.99")

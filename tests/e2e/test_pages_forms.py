@@ -9,7 +9,7 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.conftest import scalar
+from tests.conftest import days_ahead, scalar
 from tests.e2e.conftest import Studio, sign_in
 
 pytestmark = pytest.mark.e2e
@@ -19,7 +19,7 @@ DRAFT_URL = re.compile(r".*/invoices/[0-9a-f-]{36}$")
 
 def fill_draft(page: Page, customer: str, unit_price: str = "450") -> None:
     page.get_by_label("Customer").fill(customer)
-    page.get_by_label("Due date").fill("2027-03-01")
+    page.get_by_label("Due date").fill(days_ahead(90))
     page.get_by_label("Description").nth(0).fill("Consulting")
     page.get_by_label("Quantity").nth(0).fill("1")
     page.get_by_label("Unit price").nth(0).fill(unit_price)

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.conftest import ADA, BEN, free_port
+from tests.conftest import ADA, BEN, days_ahead, free_port
 from tests.conftest import sign_in as api_sign_in
 from tests.e2e.conftest import NORTHWIND, Studio, sign_in
 from tests.mailserver import Inbox, MailServer
@@ -66,7 +66,7 @@ def make_long_invoice(studio: Studio) -> dict[str, str]:
         lines = [{"description": "Überholung der Dampfschiffmaschinen nach Herstellervorgabe",
                   "quantity": "1", "unit_price": "1200.00", "tax_rate": "19"}]
         draft = {"customer": LONG_NAME, "customer_id": customer["id"], "currency": "EUR",
-                 "due_date": "2099-12-31", "line_items": lines}
+                 "due_date": days_ahead(400), "line_items": lines}
         invoice = made(client.post("/invoices", json={**draft, "request_id": rid()}))
         kept = made(client.post("/invoices", json={**draft, "request_id": rid()}))  # a draft
         invoice_id = invoice["id"]

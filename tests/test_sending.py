@@ -21,6 +21,7 @@ from tests.conftest import (
     BEN,
     Running,
     database_digest,
+    days_ahead,
     execute,
     rows,
     running,
@@ -192,7 +193,7 @@ async def test_sending_without_a_mail_server_is_refused_saying_what_to_set(
 async def test_a_draft_is_not_sent(mailing: Running) -> None:
     client = await mailing.signed_in()
     draft = (await client.post("/invoices", json={
-        "customer": "Draft Co", "currency": "EUR", "due_date": "2027-03-01",
+        "customer": "Draft Co", "currency": "EUR", "due_date": days_ahead(90),
         "line_items": [{"description": "Work", "quantity": "1", "unit_price": "10"}]})).json()
     reply = await client.post(f"/invoices/{draft['id']}/send", json=send_body())
     assert reply.status_code == 409 and reply.json()["detail"] == "invoice_not_issued"
@@ -247,7 +248,7 @@ async def _issued_for_customer(studio: Running, client: httpx.AsyncClient, email
             " VALUES (?, ?, 'Heron Press', ?, 0, 0)", f"customer-{email_}", owner, email_)
     draft = (await client.post("/invoices", json={
         "customer": "Heron Press", "customer_id": f"customer-{email_}", "currency": "EUR",
-        "due_date": "2027-03-01",
+        "due_date": days_ahead(90),
         "line_items": [{"description": "Typesetting", "quantity": "1", "unit_price": "90"}]}))
     assert draft.status_code == 201, draft.text
     issued = await client.post(f"/invoices/{draft.json()['id']}/issue",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 
 import pycountry
 from schwifty import BIC, IBAN
@@ -25,12 +26,16 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
 def text(value: object, what: str, limit: int, least: int = 0) -> str:
-    """Plain text of `least` to `limit` characters, trimmed; left out is empty."""
+    """Plain text of `least` to `limit` characters, trimmed; left out is empty. Text that
+    must be there must also show: format characters alone (a zero-width space) are none."""
     found = _text(value, what)
     if not least <= len(found) <= limit:
         raise Refusal("invalid_body", f"The {what} must be text of {least} to {limit:,} "
                       "characters." if least else f"The {what} must be text of at most "
                       f"{limit:,} characters.")
+    if least and not any(unicodedata.category(c)[0] not in "CZ" for c in found):
+        raise Refusal("invalid_body", f"The {what} shows nothing: invisible characters alone"
+                                      " are not text. Type it again.")
     return found
 
 

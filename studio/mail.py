@@ -29,6 +29,7 @@ DEFAULT_PORTS = {"smtp": 587, "smtps": 465}
 LOOPBACK = {"localhost", "127.0.0.1", "::1"}
 MAX_ADDRESS = 254  # RFC 5321's longest path, less its angle brackets
 MAX_LOCAL = 64  # RFC 5321's longest local part
+MAX_LINE = 998  # RFC 5322's longest line of a message, its CR LF left out
 # What may stand between the dots before the @ (RFC 5322's atext); any letter beyond ASCII is
 # taken as well (RFC 6531), checked one by one in `address_fault`.
 ATEXT = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]")
@@ -106,6 +107,7 @@ def address_fault(value: str) -> str | None:
     - the domain is a name the internet could hold, in any script (sent as IDNA, `xn--...`):
       two or more labels, none empty, none starting or ending with a hyphen, the last not
       all digits (no bare IP addresses);
+    - no `=?` before the @: mail programs read it as the start of an encoded word;
     - no invisible character anywhere (control, format such as a zero-width space, or an
       unassigned one): one could make the address read as another, or break a header;
     - at most 254 characters, 64 before the @, as the mail server is told it (the domain
@@ -128,6 +130,10 @@ def address_fault(value: str) -> str | None:
             return like
     if "" in local.split("."):
         return "cannot have a dot first or last before the @, or two dots in a row"
+    if "=?" in local:
+        # An encoded word (RFC 2047): mail programs read it as other text, another address
+        # even, in the header the recipient sees.
+        return "cannot hold =? before the @: mail programs would read it as other words"
     wire = ascii_domain(domain)
     labels = domain.split(".")
     if wire is None or len(labels) < 2 or "" in labels or labels[-1].isdigit():
@@ -179,6 +185,18 @@ def message_id(send_id: str, mail_from: str) -> str:
     return f"<send-{send_id}@{sender_address(mail_from).rsplit('@', 1)[1]}>"
 
 
+def header_text_fault(value: str) -> str | None:
+    """Why `value` cannot be a header's text (a subject), or None: it must stay one line
+    when read as mail programs read it, encoded words (`=?utf-8?b?...?=`) decoded, since a
+    line break inside one would start a header of its own."""
+    read = str(SMTP.header_factory("Subject", value))
+    for char in read:
+        if unicodedata.category(char) in ("Cc", "Zl", "Zp"):
+            return (f"holds, in encoded form, an invisible control character"
+                    f" (U+{ord(char):04X}); write it as plain words")
+    return None
+
+
 def build(send: dict[str, str], mail_from: str, attachment: tuple[str, bytes],
           created_at: float, reply_to: str = "") -> EmailMessage:
     """The email of a send: its words as stored, the document attached."""
@@ -193,9 +211,11 @@ def build(send: dict[str, str], mail_from: str, attachment: tuple[str, bytes],
     message["Subject"] = send["subject"]
     message["Date"] = email.utils.formatdate(created_at)
     message["Message-ID"] = send["message_id"]
-    # Quoted-printable: words beyond ASCII reach servers that take only 7-bit bodies intact.
-    message.set_content(send["message"],
-                        cte="7bit" if send["message"].isascii() else "quoted-printable")
+    # Quoted-printable: words beyond ASCII, and a paragraph typed as one line longer than
+    # the 998 characters a line of mail may hold, reach servers that take only 7-bit intact.
+    words = send["message"]
+    plain = words.isascii() and all(len(line) <= MAX_LINE for line in words.splitlines())
+    message.set_content(words, cte="7bit" if plain else "quoted-printable")
     filename, content = attachment
     message.add_attachment(content, maintype="application", subtype="pdf", filename=filename)
     return message

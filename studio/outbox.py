@@ -16,7 +16,7 @@ import unicodedata
 import uuid
 from typing import Any
 
-from studio import balances, bindings, mail, shares
+from studio import balances, bindings, identifiers, mail, shares
 from studio.db import after_commit, clock, dialect_of
 from studio.errors import Refusal
 from studio.invoices import owned
@@ -91,7 +91,7 @@ def parse_send(body: dict[str, Any]) -> dict[str, Any]:
     elif not isinstance(message, str) or len(message) > MAX_MESSAGE:
         raise Refusal("invalid_message")
     else:
-        message = message.replace("\r\n", "\n").strip() or None
+        message = identifiers.plain(message, "message").strip() or None
     return {"to": _address(body.get("to")), "cc": _copies(body.get("cc")),
             "subject": _one_line(body.get("subject"), "invalid_subject", MAX_SUBJECT),
             "message": message}
@@ -172,6 +172,10 @@ def queue(db: sqlite3.Connection, actor_id: str, invoice_id: str, binding: str,
         if fault is not None:
             raise Refusal("invalid_recipient", _not_an_address(recipient, fault))
         subject, message = default_words(facts, kind)
+        subject = asked["subject"] or subject
+        fault = mail.header_text_fault(subject)
+        if fault is not None:
+            raise Refusal("invalid_subject", f"The subject {fault}.")
         message = asked["message"] or message
         link_id, token = shares.mint(db, actor_id, invoice_id, now, share_days)
         message += f"\n\nView the invoice online: {shares.link_url(base_url, token)}"
@@ -180,7 +184,7 @@ def queue(db: sqlite3.Connection, actor_id: str, invoice_id: str, binding: str,
             " document_sha256, message_id, share_link_id, status, next_attempt_at, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
             (send_id, actor_id, invoice_id, kind, recipient, ", ".join(asked["cc"]),
-             asked["subject"] or subject, message, invoice["frozen_sha256"],
+             subject, message, invoice["frozen_sha256"],
              mail.message_id(send_id, mail_from), link_id, now, now))
         after_commit(lambda: log.info("send %s of invoice %s queued for %s", send_id,
                                       invoice_id, recipient))

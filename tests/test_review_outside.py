@@ -1,5 +1,5 @@
 """Tried from outside, as a small business and as a hostile client would: what did not hold.
-Each test states what should be so and is marked xfail(strict) until the studio does it."""
+Each test states what should be so; each was marked xfail(strict) until the studio did it."""
 
 from __future__ import annotations
 
@@ -64,8 +64,6 @@ async def test_a_payment_reference_with_a_control_character_is_refused(studio) -
     assert table_counts(studio.settings.db_path) == before
 
 
-@pytest.mark.xfail(strict=True, reason="an email's message takes control characters (ESC) "
-                   "into the email; the subject and every other text field refuse them")
 async def test_an_email_message_with_a_control_character_is_refused(
         settings: Settings, smtp: MailServer) -> None:
     mailing = settings.with_changes(smtp_url=smtp.url, mail_from="billing@studio.test")
@@ -139,9 +137,6 @@ async def test_an_export_to_the_last_day_is_named_after_that_day(studio) -> None
         assert "to-9999-12-31" in reply.headers["content-disposition"], reply.headers
 
 
-@pytest.mark.xfail(strict=True, reason="a customer named only a zero-width space is accepted: "
-                   "a row with no visible name in every list and picker, where a name of "
-                   "spaces is refused")
 async def test_a_customer_whose_name_shows_nothing_is_refused(studio) -> None:
     client = await studio.signed_in()
     before = table_counts(studio.settings.db_path)

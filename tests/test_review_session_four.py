@@ -1,6 +1,6 @@
 """Outside review of sending (public links, giving up, addresses in any script, the body's
-encoding) and of why a rate of 0 % charges no VAT. Each test here states a promise the code
-does not yet keep, so each is expected to fail until it is mended."""
+encoding) and of why a rate of 0 % charges no VAT. Each test states a promise the code did not
+keep when the review wrote it; each is mended."""
 
 from __future__ import annotations
 
@@ -54,11 +54,6 @@ async def queued_or_refused(mailing: Running, **fields: Any) -> str | None:
 # --- the body's encoding ---------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "mail.build forces Content-Transfer-Encoding 7bit on any ASCII message, so a paragraph"
-    " typed without line breaks goes out as one line longer than the 998 characters RFC 5322"
-    " allows; the mail server refuses it (aiosmtpd: 500 line too long) and the send ends"
-    " failed. Before, the email library chose quoted-printable for long lines."))
 async def test_a_long_paragraph_in_plain_ascii_is_delivered_not_refused_for_its_length(
         mailing: Running, inbox: Inbox) -> None:
     paragraph = " ".join(f"word{n}" for n in range(250))  # about 1,700 characters, one line
@@ -74,11 +69,6 @@ async def test_a_long_paragraph_in_plain_ascii_is_delivered_not_refused_for_its_
 # --- header injection through RFC 2047 encoded words -----------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "outbox._one_line refuses a line break in the subject, but an encoded word"
-    " (=?utf-8?b?...?=) carrying CR LF passes it; the email library decodes it and writes the"
-    " line break raw (CVE-2024-6923 on this Python 3.11.7), so the subject starts a header of"
-    " its own (any header: Bcc, Reply-To, a second body)"))
 async def test_an_encoded_word_in_the_subject_starts_no_header_of_its_own(
         mailing: Running, inbox: Inbox) -> None:
     subject = encoded_word("Invoice\r\nX-Injected: yes")
@@ -88,11 +78,6 @@ async def test_an_encoded_word_in_the_subject_starts_no_header_of_its_own(
             assert message["X-Injected"] is None, message.as_string()[:400]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "an encoded word before the @ is accepted as an address (all its characters are atext);"
-    " mail.build sets it as the To header, the email library decodes it and writes the"
-    " decoded text unquoted, so the To header the recipient reads (and replies to all) names"
-    " another address at another domain than the one the send was asked for"))
 async def test_an_encoded_word_before_the_at_names_no_other_address_in_the_to_header(
         mailing: Running, inbox: Inbox) -> None:
     recipient = encoded_word("victim@evil.test, accounts") + "@northwind.test"

@@ -13,6 +13,7 @@ the @) beyond ASCII can only go with SMTPUTF8, and only to a server that offers 
 from __future__ import annotations
 
 import email.utils
+import functools
 import re
 import smtplib
 import ssl
@@ -70,6 +71,7 @@ def mail_server(url: str) -> MailServer:
                       unquote(parts.username or ""), unquote(parts.password or ""))
 
 
+@functools.lru_cache(maxsize=1024)
 def ascii_domain(domain: str) -> str | None:
     """The domain as mail servers are told it: IDNA (`exämple.de` is `xn--exmple-cua.de`),
     or None when it is no name the internet could hold (an empty label, a hyphen first or
@@ -94,6 +96,7 @@ def address(value: str) -> str:
     return trimmed
 
 
+@functools.lru_cache(maxsize=1024)  # a rule of the text alone, asked again at every send
 def address_fault(value: str) -> str | None:
     """The one rule for every address the studio keeps (a customer's, the seller's) or sends
     to: why `value` is not one, or None when it is. An address is what mail can carry, as a
@@ -167,6 +170,7 @@ def header_address(address: str) -> str:
     return address if needs_smtputf8(address) else wire_address(address)
 
 
+@functools.lru_cache(maxsize=8)  # one setting, read at every send
 def sender_address(mail_from: str) -> str:
     """The address of STUDIO_MAIL_FROM, which may carry a name: `Studio <billing@x.com>`."""
     if "\r" in mail_from or "\n" in mail_from:
@@ -189,7 +193,8 @@ def header_text_fault(value: str) -> str | None:
     """Why `value` cannot be a header's text (a subject), or None: it must stay one line
     when read as mail programs read it, encoded words (`=?utf-8?b?...?=`) decoded, since a
     line break inside one would start a header of its own."""
-    read = str(SMTP.header_factory("Subject", value))
+    # Only an encoded word decodes into other text: without `=?` the text is as it reads.
+    read = str(SMTP.header_factory("Subject", value)) if "=?" in value else value
     for char in read:
         if unicodedata.category(char) in ("Cc", "Zl", "Zp"):
             return (f"holds, in encoded form, an invisible control character"

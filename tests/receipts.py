@@ -1,0 +1,623 @@
+"""Receipts the reader's tests draw themselves: German, French and English shops' tills and
+invoices, laid out as those print them, with what a person would type from each.
+
+Two sets, kept apart: TUNING, which the parser was shaped on, and HELD_OUT (other shops, other
+layouts, other words), written before the parser and never used to shape it. A receipt is
+rows of text; `draw` makes a clean scan of it, `photograph` a phone photo of that scan (a degree
+or two of rotation, grain, blur, JPEG), `pdf` a PDF whose text layer holds the same rows.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from PIL import Image, ImageChops, ImageDraw, ImageFilter, ImageFont
+
+FONTS = Path(__file__).resolve().parent.parent / "static" / "fonts"
+CENT = Decimal("0.01")
+
+
+def D(text: str) -> Decimal:
+    return Decimal(text)
+
+
+def money(amount: Decimal, style: str) -> str:
+    """An amount as a till prints it: de 1.234,56; fr 1 234,56; en 1,234.56; ch 1'234.50
+    without grouping below a thousand; plain: 1234,56."""
+    amount = amount.quantize(CENT)
+    sign = "-" if amount < 0 else ""
+    whole, cents = f"{abs(amount):.2f}".split(".")
+    groups = []
+    while len(whole) > 3:
+        groups.insert(0, whole[-3:])
+        whole = whole[:-3]
+    groups.insert(0, whole)
+    if style == "de":
+        return sign + ".".join(groups) + "," + cents
+    if style == "fr":
+        return sign + " ".join(groups) + "," + cents
+    if style == "en":
+        return sign + ",".join(groups) + "." + cents
+    if style == "plain_comma":
+        return sign + "".join(groups) + "," + cents
+    return sign + "".join(groups) + "." + cents
+
+
+def rate_text(rate: Decimal, comma: bool, decimals: int = 0) -> str:
+    text = f"{rate:.{decimals}f}"
+    return text.replace(".", ",") if comma else text
+
+
+def norm(value: Decimal | str) -> str:
+    """A decimal as the reader writes it: no exponent, no trailing zeros past the point
+    (quantities, rates); amounts are compared as Decimals."""
+    d = Decimal(value)
+    text = format(d.normalize(), "f")
+    return text
+
+
+@dataclass
+class Item:
+    description: str
+    quantity: Decimal
+    unit_price: Decimal
+    tax_rate: Decimal | None
+    amount: Decimal = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.amount = (self.quantity * self.unit_price).quantize(CENT)
+
+
+@dataclass
+class Receipt:
+    name: str
+    rows: list[tuple[Any, ...]]
+    supplier: str
+    date: str
+    currency: str
+    items: list[Item]
+    total: Decimal
+    width: int = 640
+    size: int = 24
+
+    def expected(self) -> dict[str, Any]:
+        return {
+            "supplier": self.supplier,
+            "date": self.date,
+            "currency": self.currency,
+            "lines": [{"description": i.description, "quantity": norm(i.quantity),
+                       "unit_price": f"{i.unit_price}",
+                       "tax_rate": None if i.tax_rate is None else norm(i.tax_rate)}
+                      for i in self.items],
+            "total": f"{self.total.quantize(CENT)}",
+        }
+
+    def text(self) -> str:
+        """The rows as plain text, the way a text layer or a perfect OCR would give them."""
+        out = []
+        for row in self.rows:
+            kind = row[0]
+            if kind in ("c", "l", "b", "cb"):
+                out.append(row[1])
+            elif kind == "lr":
+                out.append(f"{row[1]}  {row[2]}")
+            elif kind == "cols":
+                out.append("  ".join(text for _, text, _ in row[1] if text))
+            elif kind == "rule":
+                out.append("-" * 32)
+            else:
+                out.append("")
+        return "\n".join(out) + "\n"
+
+
+# --- drawing ------------------------------------------------------------------------------
+
+def _font(size: int, bold: bool = False) -> ImageFont.FreeTypeFont:
+    name = "DejaVuSans-Bold.ttf" if bold else "DejaVuSans.ttf"
+    return ImageFont.truetype(str(FONTS / name), size)
+
+
+def draw(receipt: Receipt) -> Image.Image:
+    """A clean scan: black text on white paper, about 200 dpi for a till roll."""
+    margin = 28
+    line = int(receipt.size * 1.55)
+    height = margin * 2 + line * len(receipt.rows)
+    image = Image.new("L", (receipt.width, height), 255)
+    pen = ImageDraw.Draw(image)
+    regular, bold = _font(receipt.size), _font(receipt.size, True)
+    right = receipt.width - margin
+    y = margin
+    for row in receipt.rows:
+        kind = row[0]
+        if kind in ("c", "cb"):
+            font = bold if kind == "cb" else regular
+            w = pen.textlength(row[1], font=font)
+            pen.text(((receipt.width - w) / 2, y), row[1], font=font, fill=0)
+        elif kind in ("l", "b"):
+            pen.text((margin, y), row[1], font=bold if kind == "b" else regular, fill=0)
+        elif kind == "lr":
+            font = bold if len(row) > 3 and row[3] else regular
+            pen.text((margin, y), row[1], font=font, fill=0)
+            w = pen.textlength(row[2], font=font)
+            pen.text((right - w, y), row[2], font=font, fill=0)
+        elif kind == "cols":
+            for frac, text, align in row[1]:
+                x = margin + frac * (right - margin)
+                w = pen.textlength(text, font=regular)
+                if align == "r":
+                    x -= w
+                pen.text((x, y), text, font=regular, fill=0)
+        elif kind == "rule":
+            pen.line((margin, y + line // 2, right, y + line // 2), fill=0, width=2)
+        y += line
+    return image
+
+
+def png(image: Image.Image) -> bytes:
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()
+
+
+def photograph(image: Image.Image, seed: int, angle: float | None = None) -> bytes:
+    """The scan as a phone photographs it: turned a degree or two, grey paper lit unevenly,
+    grain, a little out of focus, saved as JPEG at quality 70."""
+    rng = random.Random(seed)
+    if angle is None:
+        angle = rng.choice([-1, 1]) * rng.uniform(1.0, 2.0)
+    photo = image.rotate(angle, resample=Image.BICUBIC, expand=True, fillcolor=255)
+    # Paper is never white under a lamp: darker towards one corner.
+    w, h = photo.size
+    light = Image.linear_gradient("L").resize((w, h)).point(lambda v: 255 - v // 6)
+    photo = ImageChops.multiply(photo, light)
+    photo = photo.point(lambda v: 40 + v * 190 // 255)
+    grain = Image.frombytes("L", (w, h), rng.randbytes(w * h))
+    grain = grain.point(lambda v: 128 + (v - 128) * 28 // 128)
+    photo = ImageChops.add(photo, grain, scale=1.0, offset=-128)
+    photo = photo.filter(ImageFilter.GaussianBlur(0.8))
+    out = io.BytesIO()
+    photo.convert("RGB").save(out, format="JPEG", quality=70)
+    return out.getvalue()
+
+
+def pdf(receipt: Receipt) -> bytes:
+    """A PDF with a text layer, as an invoicing program writes one."""
+    from fpdf import FPDF
+
+    doc = FPDF(format="A4")
+    doc.add_page()
+    doc.add_font("DejaVu", "", str(FONTS / "DejaVuSans.ttf"))
+    doc.add_font("DejaVu", "B", str(FONTS / "DejaVuSans-Bold.ttf"))
+    doc.set_font("DejaVu", size=10)
+    left, right = 20, 190
+    for row in receipt.rows:
+        kind = row[0]
+        y = doc.get_y()
+        if kind in ("c", "cb"):
+            doc.set_font("DejaVu", "B" if kind == "cb" else "", 10)
+            doc.cell(0, 6, row[1], align="C")
+        elif kind in ("l", "b"):
+            doc.set_font("DejaVu", "B" if kind == "b" else "", 10)
+            doc.cell(0, 6, row[1])
+        elif kind == "lr":
+            doc.set_font("DejaVu", "B" if len(row) > 3 and row[3] else "", 10)
+            doc.set_x(left)
+            doc.cell(120, 6, row[1])
+            doc.set_xy(right - 50, y)
+            doc.cell(50, 6, row[2], align="R")
+        elif kind == "cols":
+            doc.set_font("DejaVu", "", 10)
+            for frac, text, align in row[1]:
+                x = left + frac * (right - left)
+                width = doc.get_string_width(text) + 1
+                doc.set_xy(x - width if align == "r" else x, y)
+                doc.cell(width, 6, text)
+        elif kind == "rule":
+            doc.line(left, y + 3, right, y + 3)
+        doc.set_xy(left, y + 6)
+    return bytes(doc.output())
+
+
+# --- the shops ----------------------------------------------------------------------------
+
+def _sum(items: list[Item]) -> Decimal:
+    return sum((i.amount for i in items), Decimal(0))
+
+
+def _tax_split(items: list[Item], rate: Decimal) -> tuple[Decimal, Decimal, Decimal]:
+    """(net, tax, gross) of the items at one rate, prices including tax."""
+    gross = sum((i.amount for i in items if i.tax_rate == rate), Decimal(0))
+    net = (gross * 100 / (100 + rate)).quantize(CENT)
+    return net, gross - net, gross
+
+
+def frischmarkt() -> Receipt:
+    """A German supermarket till: letter codes A/B after each amount, the quantity on a line of
+    its own under the article, a rate table at the foot."""
+    A, B = D("19"), D("7")
+    items = [
+        Item("Vollmilch 3,5%", D("1"), D("1.19"), B),
+        Item("Bananen", D("2"), D("0.99"), B),
+        Item("Spülmittel Zitrone", D("1"), D("1.45"), A),
+        Item("Roggenbrot", D("1"), D("2.79"), B),
+        Item("Batterien AA 4er", D("2"), D("4.99"), A),
+        Item("Kaffee gemahlen", D("1"), D("6.49"), B),
+    ]
+    code = {A: "A", B: "B"}
+    rows: list[tuple[Any, ...]] = [
+        ("cb", "Frischmarkt Sommer"), ("c", "Lindenstraße 12"), ("c", "10115 Berlin"),
+        ("c", "Tel. 030 1234567"), ("c", "USt-IdNr. DE123456789"), ("blank",),
+        ("lr", "", "EUR"),
+    ]
+    for i in items:
+        rows.append(("lr", i.description, f"{money(i.amount, 'de')} {code[i.tax_rate]}"))
+        if i.quantity != 1:
+            rows.append(("l", f"   {i.quantity} Stk x {money(i.unit_price, 'de')}"))
+    total = _sum(items)
+    rows += [("rule",), ("lr", "SUMME", f"EUR {money(total, 'de')}", True), ("blank",),
+             ("lr", "Geg. EC-Cash", f"EUR {money(total, 'de')}"), ("blank",),
+             ("l", "Steuer  %    Netto  Steuer  Brutto")]
+    for rate in (A, B):
+        net, tax, gross = _tax_split(items, rate)
+        rows.append(("l", f"{code[rate]}= {rate_text(rate, True, 1)}%  {money(net, 'de')}  "
+                          f"{money(tax, 'de')}  {money(gross, 'de')}"))
+    rows += [("blank",), ("l", "03.12.2026 14:32  Bon 4711  Kasse 2"),
+             ("c", "Vielen Dank für Ihren Einkauf!")]
+    return Receipt("frischmarkt", rows, "Frischmarkt Sommer", "2026-12-03", "EUR", items, total)
+
+
+def boulangerie() -> Receipt:
+    """A French bakery: the quantity before the article (2 x 4,99), the rate on each line,
+    TOTAL TTC, the VAT number and SIRET in the header."""
+    items = [
+        Item("Croissant beurre", D("2"), D("1.35"), D("5.5")),
+        Item("Baguette tradition", D("3"), D("1.30"), D("5.5")),
+        Item("Tarte aux pommes", D("1"), D("18.50"), D("5.5")),
+        Item("Café allongé", D("2"), D("2.20"), D("10")),
+        Item("Jus d'orange", D("2"), D("4.99"), D("5.5")),
+        Item("Eau gazeuse 50cl", D("1"), D("2.50"), D("10")),
+    ]
+    rows: list[tuple[Any, ...]] = [
+        ("cb", "Boulangerie du Marché"), ("c", "8 rue des Halles"), ("c", "69002 Lyon"),
+        ("c", "SIRET 812 345 678 00021"), ("c", "TVA intracom. FR12812345678"),
+        ("c", "Tél. 04 78 12 34 56"), ("blank",), ("l", "Le 03/12/2026 à 09:14"), ("rule",),
+    ]
+    for i in items:
+        label = (f"{i.quantity} x {money(i.unit_price, 'fr')} {i.description}"
+                 if i.quantity != 1 else i.description)
+        rows.append(("lr", label, f"{money(i.amount, 'fr')} € {rate_text(i.tax_rate, True, 1)}%"))
+    total = _sum(items)
+    rows += [("rule",), ("lr", "TOTAL TTC", f"{money(total, 'fr')} €", True)]
+    for rate in (D("5.5"), D("10")):
+        net, tax, gross = _tax_split(items, rate)
+        rows.append(("l", f"TVA {rate_text(rate, True, 1)} %  HT {money(net, 'fr')}  "
+                          f"TVA {money(tax, 'fr')}"))
+    rows += [("lr", "Carte bancaire", f"{money(total, 'fr')} €"), ("blank",),
+             ("c", "Merci de votre visite !")]
+    return Receipt("boulangerie", rows, "Boulangerie du Marché", "2026-12-03", "EUR", items,
+                   total)
+
+
+def crown_inn() -> Receipt:
+    """An English inn's bill: 1 @ £45.00, a subtotal, VAT 20% included, Amount due."""
+    rate = D("20")
+    items = [
+        Item("Double room, 1 night", D("1"), D("45.00"), rate),
+        Item("Full English breakfast", D("2"), D("12.50"), rate),
+        Item("Pint of bitter", D("3"), D("4.20"), rate),
+        Item("Parking", D("1"), D("8.00"), rate),
+    ]
+    rows: list[tuple[Any, ...]] = [
+        ("cb", "The Crown Inn"), ("c", "14 Market Street"), ("c", "Ludlow SY8 1AA"),
+        ("c", "Tel 01584 872 339"), ("c", "VAT Reg No GB 123 4567 89"), ("blank",),
+        ("l", "Date: 3 Dec 2026   Table 7"), ("rule",),
+    ]
+    for i in items:
+        rows.append(("lr", f"{i.quantity} @ £{money(i.unit_price, 'en')} {i.description}",
+                     f"£{money(i.amount, 'en')}"))
+    total = _sum(items)
+    net, tax, _ = _tax_split(items, rate)
+    rows += [("rule",), ("lr", "Subtotal", f"£{money(total, 'en')}"),
+             ("lr", "VAT 20% included", f"£{money(tax, 'en')}"),
+             ("lr", "Amount due", f"£{money(total, 'en')}", True), ("blank",),
+             ("lr", "Visa card ****1234", f"£{money(total, 'en')}"),
+             ("c", "Thank you, see you again")]
+    return Receipt("crown_inn", rows, "The Crown Inn", "2026-12-03", "GBP", items, total)
+
+
+def eisenwaren() -> Receipt:
+    """A German hardware dealer's invoice: columns of quantity, unit, article, unit price, rate
+    and amount, net prices, VAT added at the foot, a total past a thousand (1.234,56)."""
+    rate = D("19")
+    items = [
+        Item("Schrauben M6 x 40", D("3"), D("4.99"), rate),
+        Item("Bohrmaschine BX-800", D("1"), D("189.00"), rate),
+        Item("Holzleim 750 g", D("2"), D("7.45"), rate),
+        Item("Werkbank Eiche", D("1"), D("749.00"), rate),
+        Item("Schleifpapier K120", D("10"), D("0.85"), rate),
+    ]
+    rows: list[tuple[Any, ...]] = [
+        ("b", "Eisenwaren Brandt GmbH"), ("l", "Hauptstraße 5, 80331 München"),
+        ("l", "USt-IdNr.: DE987654321  Tel. 089 445566"), ("blank",),
+        ("l", "Rechnung Nr. 2026-1187     Datum: 03.12.2026"), ("blank",),
+        ("cols", [(0.0, "Menge", "l"), (0.16, "Artikel", "l"), (0.70, "Preis", "r"),
+                  (0.82, "MwSt", "r"), (1.0, "Betrag", "r")]),
+        ("rule",),
+    ]
+    for i in items:
+        rows.append(("cols", [(0.0, f"{i.quantity} Stk", "l"), (0.16, i.description, "l"),
+                              (0.70, money(i.unit_price, "de"), "r"), (0.82, "19%", "r"),
+                              (1.0, money(i.amount, "de"), "r")]))
+    net = _sum(items)
+    tax = (net * rate / 100).quantize(CENT)
+    total = net + tax
+    rows += [("rule",), ("lr", "Zwischensumme netto", money(net, "de")),
+             ("lr", "MwSt 19%", money(tax, "de")),
+             ("lr", "Gesamt EUR", money(total, "de"), True), ("blank",),
+             ("l", "Zahlbar innerhalb 14 Tagen ohne Abzug."),
+             ("l", "IBAN DE89 3704 0044 0532 0130 00")]
+    return Receipt("eisenwaren", rows, "Eisenwaren Brandt GmbH", "2026-12-03", "EUR", items,
+                   total, width=1100)
+
+
+def lindenhof() -> Receipt:
+    """A Swiss café in francs: dots for decimals, MWST 8,1% included, Total CHF."""
+    rate = D("8.1")
+    items = [
+        Item("Cappuccino", D("2"), D("5.20"), rate),
+        Item("Gipfeli", D("3"), D("2.40"), rate),
+        Item("Birchermüesli", D("1"), D("9.80"), rate),
+        Item("Mineral 3dl", D("1"), D("4.50"), rate),
+    ]
+    rows: list[tuple[Any, ...]] = [
+        ("cb", "Café Lindenhof"), ("c", "Lindenhof 3, 8001 Zürich"),
+        ("c", "MWST-Nr. CHE-123.456.789 MWST"), ("blank",), ("l", "03.12.2026  10:41  Tisch 4"),
+        ("rule",),
+    ]
+    for i in items:
+        rows.append(("lr", f"{i.quantity}x {i.description}", money(i.amount, "plain_dot")))
+        if i.quantity != 1:
+            rows.append(("l", f"   à {money(i.unit_price, 'plain_dot')}"))
+    total = _sum(items)
+    net = (total * 100 / (100 + rate)).quantize(CENT)
+    rows += [("rule",), ("lr", "Total CHF", money(total, "plain_dot"), True),
+             ("lr", "Bar", money(D("50"), "plain_dot")),
+             ("lr", "Rückgeld", money(D("50") - total, "plain_dot")), ("blank",),
+             ("l", f"MWST 8.1% inkl. von {money(total, 'plain_dot')}: "
+                   f"{money(total - net, 'plain_dot')}"),
+             ("c", "Merci vielmal!")]
+    return Receipt("lindenhof", rows, "Café Lindenhof", "2026-12-03", "CHF", items, total)
+
+
+def office_depot() -> Receipt:
+    """An Irish stationer in euro with English words: 1,234.56, Qty x price under the line,
+    VAT 23% and 13.5%, Total EUR."""
+    hi, lo = D("23"), D("13.5")
+    items = [
+        Item("A4 copier paper box", D("2"), D("24.99"), hi),
+        Item("Laser toner black", D("1"), D("1089.00"), hi),
+        Item("Printing service", D("150"), D("0.12"), lo),
+        Item("Ring binders", D("4"), D("3.25"), hi),
+    ]
+    code = {hi: "1", lo: "2"}
+    rows: list[tuple[Any, ...]] = [
+        ("cb", "Liffey Office Supplies"), ("c", "22 Capel Street, Dublin 1"),
+        ("c", "VAT No IE6388047V"), ("c", "Phone +353 1 872 0000"), ("blank",),
+        ("l", "03/12/2026 16:05   Receipt 88213"), ("rule",),
+    ]
+    for i in items:
+        rows.append(("lr", i.description, f"{money(i.amount, 'en')} {code[i.tax_rate]}"))
+        if i.quantity != 1:
+            rows.append(("l", f"  {i.quantity} x {money(i.unit_price, 'en')}"))
+    total = _sum(items)
+    rows += [("rule",), ("lr", "TOTAL EUR", money(total, "en"), True), ("blank",),
+             ("l", "VAT code  rate    net     VAT")]
+    for rate in (hi, lo):
+        net, tax, _ = _tax_split(items, rate)
+        rows.append(("l", f"{code[rate]}  {rate_text(rate, False, 1)}%  {money(net, 'en')}  "
+                          f"{money(tax, 'en')}"))
+    rows += [("lr", "Debit card", money(total, "en")), ("c", "Thank you for shopping local")]
+    return Receipt("liffey", rows, "Liffey Office Supplies", "2026-12-03", "EUR", items, total)
+
+
+TUNING = [frischmarkt, boulangerie, crown_inn, eisenwaren, lindenhof, office_depot]
+
+
+# --- held out: other shops, other layouts, other words; never used to shape the parser -----
+
+def drogerie() -> Receipt:
+    """A German drugstore: quantity and price inside the article line (2x1,45), Zu zahlen,
+    paid in cash with change, rates as 1/2 codes."""
+    A, B = D("19"), D("7")
+    items = [
+        Item("Zahnpasta Kräuter", D("2"), D("1.45"), A),
+        Item("Duschgel Sensitiv", D("1"), D("2.95"), A),
+        Item("Babynahrung Karotte", D("4"), D("0.89"), B),
+        Item("Taschentücher 10er", D("1"), D("1.25"), A),
+        Item("Vitamin C Brause", D("3"), D("0.65"), B),
+    ]
+    code = {A: "1", B: "2"}
+    rows: list[tuple[Any, ...]] = [
+        ("cb", "Drogerie Kranz"), ("c", "Marktplatz 9 - 50667 Köln"),
+        ("c", "Steuer-Nr. 215/5721/0815"), ("blank",),
+    ]
+    for i in items:
+        label = i.description if i.quantity == 1 else (
+            f"{i.description} {i.quantity}x{money(i.unit_price, 'de')}")
+        rows.append(("lr", label, f"{money(i.amount, 'de')} {code[i.tax_rate]}"))
+    total = _sum(items)
+    rows += [("rule",), ("lr", "Zu zahlen EUR", money(total, "de"), True),
+             ("lr", "Bar", money(D("20"), "de")),
+             ("lr", "Rückgeld", money(D("20") - total, "de")), ("blank",)]
+    for rate in (A, B):
+        net, tax, gross = _tax_split(items, rate)
+        rows.append(("l", f"{code[rate]} USt. {rate_text(rate, False)} %  netto "
+                          f"{money(net, 'de')}  USt. {money(tax, 'de')}"))
+    rows += [("l", "Datum 03.12.2026  Uhrzeit 18:02"), ("c", "Danke und bis bald")]
+    return Receipt("drogerie", rows, "Drogerie Kranz", "2026-12-03", "EUR", items, total)
+
+
+def quincaillerie() -> Receipt:
+    """A French hardware shop's invoice: columns Qté / Désignation / P.U. HT / Montant HT,
+    1 234,56 with a space, Total HT, TVA 20,0 %, Net à payer, a date in words."""
+    rate = D("20")
+    items = [
+        Item("Perceuse visseuse 18V", D("1"), D("1049.00"), rate),
+        Item("Chevilles 8 mm (boîte)", D("4"), D("6.90"), rate),
+        Item("Mètre ruban 5 m", D("2"), D("11.50"), rate),
+        Item("Tasseaux pin 27x27", D("12"), D("3.15"), rate),
+    ]
+    rows: list[tuple[Any, ...]] = [
+        ("b", "Quincaillerie Martin SARL"), ("l", "45 avenue Jean Jaurès, 31000 Toulouse"),
+        ("l", "N° TVA FR 45 502 118 993   RCS Toulouse"), ("blank",),
+        ("l", "Facture F-26-0412 du 3 déc. 2026"), ("blank",),
+        ("cols", [(0.0, "Qté", "l"), (0.10, "Désignation", "l"), (0.78, "P.U. HT", "r"),
+                  (1.0, "Montant HT", "r")]),
+        ("rule",),
+    ]
+    for i in items:
+        rows.append(("cols", [(0.0, str(i.quantity), "l"), (0.10, i.description, "l"),
+                              (0.78, money(i.unit_price, "fr"), "r"),
+                              (1.0, money(i.amount, "fr"), "r")]))
+    net = _sum(items)
+    tax = (net * rate / 100).quantize(CENT)
+    total = net + tax
+    rows += [("rule",), ("lr", "Total HT", f"{money(net, 'fr')} €"),
+             ("lr", "TVA 20,0 %", f"{money(tax, 'fr')} €"),
+             ("lr", "Net à payer", f"{money(total, 'fr')} €", True), ("blank",),
+             ("l", "Règlement par virement à 30 jours.")]
+    return Receipt("quincaillerie", rows, "Quincaillerie Martin SARL", "2026-12-03", "EUR",
+                   items, total, width=1100)
+
+
+def fish_and_chips() -> Receipt:
+    """A British takeaway: 2x before the dish and the line's amount only, TOTAL, paid by
+    card, VAT 20% included, a UK postcode."""
+    rate = D("20")
+    items = [
+        Item("Cod & Chips", D("2"), D("8.50"), rate),
+        Item("Mushy Peas", D("1"), D("2.10"), rate),
+        Item("Battered Sausage", D("3"), D("2.60"), rate),
+        Item("Can of Cola", D("2"), D("1.40"), rate),
+    ]
+    rows: list[tuple[Any, ...]] = [
+        ("cb", "Harbour Fish Bar"), ("c", "3 Quay Road, Whitby YO21 1DH"),
+        ("c", "VAT 284 5521 07"), ("c", "Tel 01947 600 123"), ("blank",),
+        ("l", "Order 52     03/12/2026 19:47"), ("rule",),
+    ]
+    for i in items:
+        rows.append(("lr", f"{i.quantity}x {i.description}", f"£{money(i.amount, 'en')}"))
+    total = _sum(items)
+    net, tax, _ = _tax_split(items, rate)
+    rows += [("rule",), ("lr", "TOTAL", f"£{money(total, 'en')}", True),
+             ("lr", "Card", f"£{money(total, 'en')}"), ("lr", "Change", "£0.00"),
+             ("l", f"Includes VAT at 20%: £{money(tax, 'en')}"), ("c", "Cheers!")]
+    return Receipt("fish_bar", rows, "Harbour Fish Bar", "2026-12-03", "GBP", items, total)
+
+
+def gasthaus() -> Receipt:
+    """An Austrian inn: 10% on food, 20% on drinks, quantity before the dish with à and the
+    unit price, Summe, then MwSt lines and Gesamt."""
+    food, drink = D("10"), D("20")
+    items = [
+        Item("Wiener Schnitzel", D("2"), D("16.90"), food),
+        Item("Kaspressknödelsuppe", D("1"), D("6.40"), food),
+        Item("Apfelstrudel", D("2"), D("5.80"), food),
+        Item("Zipfer Märzen 0,5l", D("3"), D("4.90"), drink),
+        Item("Almdudler", D("1"), D("3.60"), drink),
+    ]
+    rows: list[tuple[Any, ...]] = [
+        ("cb", "Gasthaus zur Linde"), ("c", "Dorfplatz 2, 5020 Salzburg"),
+        ("c", "UID ATU12345678"), ("blank",), ("l", "Rechnung 3318   03.12.2026 20:15"),
+        ("rule",),
+    ]
+    for i in items:
+        rows.append(("lr", f"{i.quantity} {i.description} à {money(i.unit_price, 'de')}",
+                     money(i.amount, "de")))
+    total = _sum(items)
+    rows += [("rule",), ("lr", "Summe EUR", money(total, "de"), True)]
+    for rate in (food, drink):
+        net, tax, gross = _tax_split(items, rate)
+        rows.append(("l", f"MwSt {rate_text(rate, False)}%: {money(tax, 'de')} "
+                          f"(Netto {money(net, 'de')})"))
+    rows += [("lr", "Bankomat", money(total, "de")), ("c", "Auf Wiedersehen!")]
+    return Receipt("gasthaus", rows, "Gasthaus zur Linde", "2026-12-03", "EUR", items, total)
+
+
+def epicerie() -> Receipt:
+    """A French grocer's till: the article and its amount, the quantity line beneath it
+    (3 x 0,89 €), letter codes for the rates, TOTAL, espèces and rendu."""
+    low, std = D("5.5"), D("20")
+    items = [
+        Item("Pommes Golden", D("1"), D("2.45"), low),
+        Item("Yaourt nature x4", D("3"), D("0.89"), low),
+        Item("Lessive liquide", D("1"), D("7.99"), std),
+        Item("Fromage comté", D("1"), D("5.60"), low),
+        Item("Piles LR6", D("2"), D("3.49"), std),
+        Item("Beurre doux", D("1"), D("2.35"), low),
+    ]
+    code = {low: "A", std: "B"}
+    rows: list[tuple[Any, ...]] = [
+        ("cb", "Épicerie Lefèvre"), ("c", "12 place du Général de Gaulle"),
+        ("c", "59800 Lille"), ("c", "Tél 03 20 55 44 33"), ("blank",),
+    ]
+    for i in items:
+        rows.append(("lr", i.description, f"{money(i.amount, 'fr')} € {code[i.tax_rate]}"))
+        if i.quantity != 1:
+            rows.append(("l", f"   {i.quantity} x {money(i.unit_price, 'fr')} €"))
+    total = _sum(items)
+    rows += [("rule",), ("lr", "TOTAL", f"{money(total, 'fr')} €", True),
+             ("lr", "Espèces", f"{money(D('40'), 'fr')} €"),
+             ("lr", "Rendu", f"{money(D('40') - total, 'fr')} €"), ("blank",)]
+    for rate in (low, std):
+        net, tax, _ = _tax_split(items, rate)
+        rows.append(("l", f"{code[rate]} TVA {rate_text(rate, True, 2)} % "
+                          f"HT {money(net, 'fr')} TVA {money(tax, 'fr')}"))
+    rows += [("l", "03.12.26  11:20  Caisse 1"), ("c", "A bientôt")]
+    return Receipt("epicerie", rows, "Épicerie Lefèvre", "2026-12-03", "EUR", items, total)
+
+
+def druckerei() -> Receipt:
+    """A German printer's invoice: position, quantity, article, unit price and amount, net
+    prices, both VAT rates at the foot, Rechnungsbetrag."""
+    std, red = D("19"), D("7")
+    items = [
+        Item("Flyer A5, 4/4-farbig", D("500"), D("0.12"), std),
+        Item("Visitenkarten 85x55", D("250"), D("0.09"), std),
+        Item("Broschüre 16 Seiten", D("40"), D("3.75"), red),
+        Item("Satz und Gestaltung", D("2"), D("65.00"), std),
+    ]
+    rows: list[tuple[Any, ...]] = [
+        ("b", "Druckerei Weber e.K."), ("l", "Gutenbergweg 7, 04109 Leipzig"),
+        ("l", "Telefon 0341 998877   USt-ID DE276543210"), ("blank",),
+        ("l", "Rechnungsdatum: 2026-12-03"), ("blank",),
+        ("cols", [(0.0, "Pos", "l"), (0.07, "Anzahl", "l"), (0.22, "Bezeichnung", "l"),
+                  (0.70, "Einzelpreis", "r"), (0.80, "USt", "r"), (1.0, "Gesamt", "r")]),
+        ("rule",),
+    ]
+    for n, i in enumerate(items, 1):
+        rows.append(("cols", [(0.0, str(n), "l"), (0.07, str(i.quantity), "l"),
+                              (0.22, i.description, "l"),
+                              (0.70, money(i.unit_price, "de"), "r"),
+                              (0.80, f"{i.tax_rate}%", "r"),
+                              (1.0, money(i.amount, "de"), "r")]))
+    net = _sum(items)
+    rows += [("rule",), ("lr", "Nettobetrag", money(net, "de"))]
+    total = net
+    for rate in (std, red):
+        base = sum((i.amount for i in items if i.tax_rate == rate), Decimal(0))
+        tax = (base * rate / 100).quantize(CENT)
+        total += tax
+        rows.append(("lr", f"zzgl. {rate}% USt auf {money(base, 'de')}", money(tax, "de")))
+    rows += [("lr", "Rechnungsbetrag EUR", money(total, "de"), True), ("blank",),
+             ("l", "Bitte überweisen Sie bis zum 17.12.2026.")]
+    return Receipt("druckerei", rows, "Druckerei Weber e.K.", "2026-12-03", "EUR", items, total,
+                   width=1100)
+
+
+HELD_OUT = [drogerie, quincaillerie, fish_and_chips, gasthaus, epicerie, druckerei]

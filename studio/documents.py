@@ -43,6 +43,7 @@ from segno import QRCode, helpers
 from studio import assets
 from studio.db import Database
 from studio.money import rounded, shown
+from studio.money import text as money_text
 
 FONTS = assets.folder("static") / "fonts"
 TITLES = {"invoice": "Invoice", "credit_note": "Credit note"}
@@ -236,26 +237,65 @@ def has_discounts(invoice: dict[str, Any]) -> bool:
     return any(line.get("discount_percent", "0").strip("0.") for line in invoice["line_items"])
 
 
-def payment_qr(invoice: dict[str, Any]) -> QRCode | None:
-    """The EPC QR code for paying an EUR invoice into the seller's IBAN: its total, its
-    number as the transfer's text. None for a credit note, another currency, no IBAN, or an
-    amount the code cannot carry."""
+def payment_qr(invoice: dict[str, Any], amount: str | None = None) -> QRCode | None:
+    """The EPC QR code for paying an EUR invoice into the seller's IBAN: `amount` (its total
+    when not given), its number as the transfer's text. None for a credit note, another
+    currency, no IBAN, nothing to pay, or an amount the code cannot carry."""
     seller = invoice["seller"] or {}
     if is_credit(invoice) or invoice["currency"] != "EUR" or not seller.get("iban"):
+        return None
+    amount = invoice["total"] if amount is None else amount
+    if not Decimal(amount) > 0:
         return None
     try:
         return helpers.make_epc_qr(
             name=seller["name"][:EPC_NAME], iban="".join(seller["iban"].split()),
-            amount=invoice["total"], text=invoice["number"],
+            amount=amount, text=invoice["number"],
             bic="".join((seller.get("bic") or "").split()) or None)
     except ValueError:
         return None
 
 
+def left_to_pay(invoice: dict[str, Any]) -> str:
+    """What the customer has still to pay: the kept balance of an issued invoice (credit notes
+    and payments taken off), else its total."""
+    due = invoice.get("amount_due")
+    return invoice["total"] if due is None else due
+
+
+def credited(invoice: dict[str, Any]) -> Decimal:
+    """The total of the invoice's issued credit notes."""
+    return sum((Decimal(note["total"]) for note in invoice.get("credit_notes") or []
+                if note["status"] == "issued"), Decimal(0))
+
+
+def standing_lines(invoice: dict[str, Any]) -> list[tuple[str, str]]:
+    """What a page the customer pays from says beside the total: credited, paid and left to
+    pay. Nothing for a credit note or an invoice without a kept balance."""
+    if is_credit(invoice) or invoice.get("amount_due") is None:
+        return []
+    currency = invoice["currency"]
+    lines = []
+    if credited(invoice):
+        lines.append(("Credited", f"{currency} {money_text(credited(invoice), currency)}"))
+    if Decimal(invoice.get("amount_paid") or 0):
+        lines.append(("Paid", f"{currency} {invoice['amount_paid']}"))
+    if Decimal(invoice["amount_due"]) > 0:
+        lines.append(("Left to pay", f"{currency} {invoice['amount_due']}"))
+    return lines
+
+
+def paid_in_full(invoice: dict[str, Any]) -> bool:
+    """An issued invoice whose credit notes and payments leave nothing to pay."""
+    due = invoice.get("amount_due")
+    return not is_credit(invoice) and due is not None and not Decimal(due) > 0
+
+
 def qr_data_uri(invoice: dict[str, Any]) -> str | None:
-    """The payment QR code for the printable page, as an SVG data URI."""
-    code = payment_qr(invoice)
-    return None if code is None else code.svg_data_uri(scale=4, border=2)
+    """The payment QR code for a page the customer pays from, asking for what is left to pay,
+    as a PNG data URI (an image every scanner and browser reads)."""
+    code = payment_qr(invoice, left_to_pay(invoice))
+    return None if code is None else code.png_data_uri(scale=4, border=2)
 
 
 def logo_data_uri(invoice: dict[str, Any]) -> str | None:
@@ -289,6 +329,7 @@ def page_of(invoice: dict[str, Any]) -> dict[str, Any]:
             "facts": facts_of(invoice), "seller_lines": party_lines(invoice["seller"]),
             "buyer_lines": party_lines(buyer_of(invoice)),
             "payment_lines": payment_lines(invoice), "qr": qr_data_uri(invoice),
+            "standing": standing_lines(invoice), "paid_in_full": paid_in_full(invoice),
             "logo": logo_data_uri(invoice), "tax_notes": tax_notes(invoice)}
 
 

@@ -26,6 +26,7 @@ import datetime as dt
 import io
 import multiprocessing
 import os
+import re
 import sqlite3
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -210,22 +211,40 @@ def tax_notes(invoice: dict[str, Any]) -> dict[str, str]:
     return {rate: words for rate, words in notes.items() if words}
 
 
-def payment_lines(invoice: dict[str, Any]) -> list[str]:
-    """How to pay: the seller's terms, the days given and the date, the bank account. A
-    credit note asks for nothing."""
-    if is_credit(invoice):
-        return []
-    seller = invoice["seller"] or {}
-    lines = [seller["payment_terms"]] if seller.get("payment_terms") else []
+# A time to pay in days, as sellers write it in English, German, French, Spanish, Italian or
+# Dutch: "within 14 days", "14 Tage", "30 jours".
+TERM_IN_DAYS = re.compile(
+    r"\b\d+\s*(?:-\s*)?(?:days?|tagen?|tage|jours?|d[ií]as|giorni|dagen)\b", re.IGNORECASE)
+
+
+def seller_instructions(invoice: dict[str, Any]) -> str:
+    """The seller's payment text, unless it states a time to pay of its own: the document
+    states one term, its due date's."""
+    text = ((invoice["seller"] or {}).get("payment_terms") or "").strip()
+    return "" if TERM_IN_DAYS.search(text) else text
+
+
+def due_date_term(invoice: dict[str, Any]) -> str:
+    """The one payment term: the days from issue to the due date, and the date."""
     try:
         days = (dt.date.fromisoformat(invoice["due_date"])
                 - dt.date.fromisoformat(issue_date_of(invoice))).days
     except ValueError:
         days = -1
     if days > 0:
-        lines.append(f"Payment within {days} days, by {invoice['due_date']}.")
-    else:
-        lines.append(f"Payment by {invoice['due_date']}.")
+        return f"Payment within {days} days, by {invoice['due_date']}."
+    return f"Payment by {invoice['due_date']}."
+
+
+def payment_lines(invoice: dict[str, Any]) -> list[str]:
+    """How to pay: the due date's term, the seller's instructions, the bank account. A
+    credit note asks for nothing."""
+    if is_credit(invoice):
+        return []
+    seller = invoice["seller"] or {}
+    lines = [due_date_term(invoice)]
+    if seller_instructions(invoice):
+        lines.append(seller_instructions(invoice))
     if seller.get("iban"):
         lines.append(f"IBAN {seller['iban']}")
     if seller.get("bic"):

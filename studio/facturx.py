@@ -223,8 +223,8 @@ def xml_of(invoice: dict[str, Any]) -> bytes:
         _el(tax, "ram:RateApplicablePercent", rate["rate"])
     if not credit:  # a credit note asks for no payment
         terms = _el(settlement, "ram:SpecifiedTradePaymentTerms")
-        if seller.get("payment_terms"):
-            _el(terms, "ram:Description", seller["payment_terms"])
+        # BT-20: the document's one term (the due date's) and the seller's instructions.
+        _el(terms, "ram:Description", " ".join(documents.payment_lines(invoice)[:2]))
         _date(terms, "ram:DueDateDateTime", invoice["due_date"])
     summation = _el(settlement, "ram:SpecifiedTradeSettlementHeaderMonetarySummation")
     _el(summation, "ram:LineTotalAmount", invoice["net"])

@@ -145,3 +145,16 @@ async def test_a_credit_note_lowers_what_the_pages_ask_for(studio) -> None:
     shared = await studio.client().get(f"/i/{token}", headers=PAGE)
     assert [asked_amount(code) for code in page_codes(shared.text)] == ["EUR666.76"]
     assert "Credited EUR 595.00" in text_of(shared.text)
+
+
+async def test_the_document_states_one_payment_term_the_due_dates(studio) -> None:
+    client = await studio.signed_in()
+    invoice = await issued(client, due_in=30)
+    printable = await client.get(f"/invoices/{invoice['id']}/document", headers=PAGE)
+    pdf = await client.get(f"/invoices/{invoice['id']}.pdf")
+    pdf_text = " ".join(page.extract_text() for page in
+                        pypdf.PdfReader(io.BytesIO(pdf.content)).pages)
+    for words in (text_of(printable.text), " ".join(pdf_text.split())):
+        assert "within 14 days" not in words, words
+        assert len(re.findall(r"within \d+ days", words)) == 1, words
+        assert f"Payment within 30 days, by {invoice['due_date']}." in words, words

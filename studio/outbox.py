@@ -135,6 +135,14 @@ def default_words(facts: dict[str, Any], kind: str) -> tuple[str, str]:
     if what == "credit note":
         body = f"please find attached credit note {facts['number']}" \
                f" for {facts['currency']} {facts['total']}."
+    elif facts["payment_status"] == "paid":
+        body = f"please find attached invoice {facts['number']} for your records:" \
+               " it is paid in full, thank you."
+    elif facts["payment_status"] == "partially_paid" or (
+            facts["amount_due"] not in (None, facts["total"])):  # credited or part paid
+        body = f"please find attached invoice {facts['number']}, with" \
+               f" {facts['currency']} {facts['amount_due']} left to pay," \
+               f" due on {facts['due_date']}."
     else:
         body = f"please find attached invoice {facts['number']} for" \
                f" {facts['currency']} {facts['total']}, due on {facts['due_date']}."

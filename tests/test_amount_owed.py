@@ -18,7 +18,8 @@ import pytest
 import zxingcpp
 from PIL import Image
 
-from tests.conftest import days_ahead, scalar
+from studio import outbox
+from tests.conftest import days_ahead, running, scalar
 
 pytestmark = pytest.mark.anyio
 PAGE = {"Accept": "text/html"}
@@ -158,3 +159,30 @@ async def test_the_document_states_one_payment_term_the_due_dates(studio) -> Non
         assert "within 14 days" not in words, words
         assert len(re.findall(r"within \d+ days", words)) == 1, words
         assert f"Payment within 30 days, by {invoice['due_date']}." in words, words
+
+
+async def test_the_email_first_words_say_what_is_left_to_pay(settings) -> None:
+    ready = settings.with_changes(smtp_url="smtp://127.0.0.1:9", mail_from="ada@example.com")
+    async with running(ready) as studio:
+        client = await studio.signed_in()
+        invoice = await issued(client)
+        await pay(client, invoice["id"], "500.00")
+        page = await client.get(f"/invoices/{invoice['id']}", headers=PAGE)
+        [message] = re.findall(r'<textarea name="message"[^>]*>([^<]*)</textarea>',
+                               page.text)[:1]
+        assert "EUR 761.76" in message and "1261.76" not in message, message
+        assert "left to pay" in message
+
+
+def test_the_default_words_of_an_invoice_email_name_what_is_left() -> None:
+    facts = {"number": "INV-2026-0001", "kind": "invoice", "currency": "EUR",
+             "total": "1261.76", "due_date": "2026-12-31", "seller": "Ada Works",
+             "amount_due": "761.76", "payment_status": "partially_paid"}
+    subject, message = outbox.default_words(facts, "invoice")
+    assert "EUR 761.76" in message and "1261.76" not in message, message
+    paid = outbox.default_words({**facts, "amount_due": "0.00", "payment_status": "paid"},
+                                "invoice")[1]
+    assert "paid in full" in paid and "1261.76" not in paid, paid
+    unpaid = outbox.default_words({**facts, "amount_due": "1261.76",
+                                   "payment_status": "unpaid"}, "invoice")[1]
+    assert "EUR 1261.76" in unpaid, unpaid

@@ -19,6 +19,8 @@ import zxingcpp
 from PIL import Image
 
 from studio import outbox
+from studio.providers.local import LocalProvider
+from studio.purposes import PURPOSES
 from tests.conftest import days_ahead, running, scalar
 
 pytestmark = pytest.mark.anyio
@@ -186,3 +188,46 @@ def test_the_default_words_of_an_invoice_email_name_what_is_left() -> None:
     unpaid = outbox.default_words({**facts, "amount_due": "1261.76",
                                    "payment_status": "unpaid"}, "invoice")[1]
     assert "EUR 1261.76" in unpaid, unpaid
+
+
+def invoice_facts(**changes: Any) -> dict[str, Any]:
+    return {"number": "INV-2026-0007", "customer": "Müller Gartenbau GmbH", "currency": "EUR",
+            "total": "1261.76", "due_date": "2026-11-02", "status": "issued",
+            "kind": "invoice", "amount_paid": "500.00", "amount_due": "761.76",
+            "payment_status": "partially_paid", "overdue": False,
+            "line_items": [{"description": "Garden design"}], **changes}
+
+
+async def summaries(invoice: dict[str, Any]) -> list[str]:
+    writer = LocalProvider()
+    return [await writer.complete(PURPOSES["summarize_invoice"], invoice, "actor",
+                                  candidate=n, timeout=5) for n in range(1, 6)]
+
+
+def amounts_owed(summary: str) -> list[str]:
+    """Every amount the summary says is owed, due, payable or left."""
+    owed = r"(?:owes|owed|due|payable|left|to pay|outstanding)"
+    return re.findall(rf"{owed}\D{{0,12}}EUR (\d+\.\d\d)|EUR (\d+\.\d\d)\D{{0,12}}{owed}",
+                      summary)
+
+
+async def test_the_summary_writer_states_only_what_is_left_as_owed() -> None:
+    for summary in await summaries(invoice_facts()):
+        stated = {amount for pair in amounts_owed(summary) for amount in pair if amount}
+        assert stated == {"761.76"}, summary
+        assert "owes EUR 1261.76" not in summary
+    for summary in await summaries(invoice_facts(amount_paid="1261.76", amount_due="0.00",
+                                                 payment_status="paid")):
+        assert "paid" in summary and not amounts_owed(summary), summary
+    unknown = {name: value for name, value in invoice_facts().items()
+               if name not in ("amount_paid", "amount_due", "payment_status", "overdue")}
+    for summary in await summaries(unknown):  # a draft, or a balance not given
+        assert not amounts_owed(summary), summary
+
+
+async def test_the_summary_writer_says_overdue_when_overdue() -> None:
+    late = invoice_facts(overdue=True, due_date="2026-01-02")
+    for summary in await summaries(late):
+        assert "overdue" in summary.lower(), summary
+    for summary in await summaries(invoice_facts()):
+        assert "overdue" not in summary.lower(), summary

@@ -1,4 +1,6 @@
-"""The embedded provider: deterministic, offline, made from the invoice's own fields."""
+"""The embedded provider: deterministic, offline, made from the invoice's own fields. A
+summary never states an amount owed that is not what is left to pay, and says when an invoice
+is overdue."""
 
 from __future__ import annotations
 
@@ -17,26 +19,40 @@ def _items(invoice: dict[str, Any]) -> str:
     return ", ".join(names[:-1]) + " and " + names[-1]
 
 
+def _standing(i: dict[str, Any]) -> str:
+    """What is owed, as the invoice page says it: left to pay after credit notes and payments,
+    paid in full, or overdue. Without a kept balance (a draft) no amount is said to be owed."""
+    if i.get("amount_due") is None:
+        return f"due {i['due_date']}"
+    if i.get("payment_status") == "paid":
+        return "paid in full"
+    left = f"{i['currency']} {i['amount_due']} left to pay"
+    if i.get("overdue"):
+        return f"{left}, overdue since {i['due_date']}"
+    return f"{left} by {i['due_date']}"
+
+
+def _number(i: dict[str, Any]) -> str:
+    return i.get("number") or "draft"
+
+
 STYLES = [
     lambda i: (
-        f"Invoice {i['number']} bills {i['customer']} {i['currency']} {i['total']} "
-        f"for {_items(i)}, due {i['due_date']}."
+        f"Invoice {_number(i)} bills {i['customer']} {i['currency']} {i['total']} "
+        f"for {_items(i)}: {_standing(i)}."
     ),
     lambda i: (
-        f"{i['customer']} owes {i['currency']} {i['total']} by {i['due_date']} "
-        f"({len(i['line_items'])} line items on invoice {i['number']})."
+        f"{i['customer']}: {_standing(i)} on invoice {_number(i)} "
+        f"({len(i['line_items'])} line items)."
     ),
     lambda i: (
-        f"Due {i['due_date']}: {i['currency']} {i['total']} from {i['customer']}, "
-        f"covering {_items(i)}."
+        f"{_items(i)} for {i['customer']}, invoiced at {i['currency']} {i['total']} "
+        f"({_number(i)}): {_standing(i)}."
     ),
+    lambda i: f"{_number(i)}: {_items(i)} for {i['customer']}; {_standing(i)}.",
     lambda i: (
-        f"{i['number']}: {_items(i)} for {i['customer']}; "
-        f"{i['currency']} {i['total']} payable by {i['due_date']}."
-    ),
-    lambda i: (
-        f"A {i['currency']} {i['total']} invoice to {i['customer']} ({i['number']}), "
-        f"settling {_items(i)} before {i['due_date']}."
+        f"A {i['currency']} {i['total']} invoice to {i['customer']} ({_number(i)}), "
+        f"settling {_items(i)}: {_standing(i)}."
     ),
 ]
 

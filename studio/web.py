@@ -393,11 +393,14 @@ async def review(request: Request) -> Response:
     chosen = await invoices.get_invoices(studio.db, actor, list(intent.invoice_ids))
     chosen.sort(key=lambda invoice: invoice["number"] or "")
     frozen = intent.normalised()
-    data = {"request": frozen, "tasks": intent.task_count}
+    # What will be made: `auto` names the writer it resolves to now, as it will at submit.
+    writers = await studio.providers.resolve(list(intent.providers))
+    tasks = len(intents.plan_tasks(intent, writers))
+    data = {"request": frozen, "tasks": tasks}
     context = {
         "intent": intent, "frozen_json": json.dumps(frozen), "invoices": chosen,
         "purpose": PURPOSES[intent.purpose], "provider_names": studio.providers.names(),
-        "max_candidates": intents.MAX_CANDIDATES, "tasks": intent.task_count,
+        "max_candidates": intents.MAX_CANDIDATES, "tasks": tasks, "writers": writers,
         "lease_seconds": studio.settings.lease_seconds,
     }
     return answer(request, data, template="review.html", context=context)

@@ -84,7 +84,8 @@ async def test_the_review_step_speaks_a_persons_words(studio) -> None:
     first, second = studio.invoice_ids()[:2]
     page = await client.get(f"/review?purpose=summarize_invoice&invoice_id={first}"
                             f"&invoice_id={second}&provider=local&candidates=3", headers=PAGE)
-    assert "Summarize 2 invoices, 3 suggestions each" in page.text
+    assert "Summarize 2 invoices" in page.text
+    assert "You will get <strong>6</strong> suggestions to choose from." in page.text
 
 
 async def test_requests_are_listed_newest_first_and_an_ended_one_offers_try_again(
@@ -106,7 +107,7 @@ async def test_requests_are_listed_newest_first_and_an_ended_one_offers_try_agai
     assert len(again) == 1
     retry = (await client.get(again[0].replace("&amp;", "&"), headers=PAGE))
     assert retry.status_code == 200 and 'id="review"' in retry.text
-    assert invoice in retry.text and "1 suggestion each" in retry.text
+    assert invoice in retry.text and "You will get <strong>1</strong> suggestion to" in retry.text
 
     history = (await client.get(f"/invoices/{invoice}", headers=PAGE)).text
     assert history.count('href="/leases/') >= 2 and "Try again" in history

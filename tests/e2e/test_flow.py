@@ -69,7 +69,7 @@ def test_whole_flow_review_submit_watch_choose_and_apply(page: Page, studio: Stu
     # Changing the request is a new review step, with a new id.
     page.get_by_label("The best available writer", exact=True).uncheck()
     page.get_by_label("The built-in writer", exact=True).check()
-    page.get_by_label("Suggestions per invoice and writer").fill("2")
+    page.get_by_label("Suggestions from each, for each invoice").fill("2")
     page.get_by_role("button", name="Review again").click()
     expect(page.locator("#submit")).to_be_enabled()
     request_id = page.locator("#request-id").text_content()

@@ -5,11 +5,15 @@ seller's own, and one working share link per invoice serves every email."""
 
 from __future__ import annotations
 
+import html
+import json
 import re
+import time
 
 import pytest
 
-from tests.conftest import lease_body, scalar
+from studio import leases
+from tests.conftest import lease_body, scalar, wait_for_status
 from tests.test_words_pages import visible
 
 pytestmark = pytest.mark.anyio
@@ -38,3 +42,27 @@ async def test_the_review_step_counts_the_suggestions_that_will_be_made(studio) 
     assert made.status_code == 201, made.text
     assert scalar(studio.settings.db_path, "SELECT COUNT(*) FROM tasks WHERE lease_id = ?",
                   made.json()["lease_id"]) == 6
+
+
+async def test_a_request_that_ran_out_of_time_offers_the_same_review_again(studio) -> None:
+    client = await studio.signed_in()
+    ids = sorted(studio.invoice_ids()[:2])
+    made = await client.post("/leases", json=lease_body(ids, "late", candidates=3))
+    assert made.status_code == 201, made.text
+    lease_id = made.json()["lease_id"]
+    await wait_for_status(client, lease_id, "proposed")
+    await studio.studio.db.write(leases.expire_due, time.time() + 3600)
+
+    for headers in (PAGE, HTMX):
+        page = await client.get(f"/leases/{lease_id}", headers=headers)
+        assert "The time ran out. Nothing was written." in words(page.text)
+        again = re.findall(r'<a[^>]*id="ask-again"[^>]*href="([^"]+)"', page.text)
+        assert len(again) == 1, page.text
+    review = await client.get(html.unescape(again[0]), headers=PAGE)
+    assert review.status_code == 200 and 'id="review"' in review.text
+    frozen = json.loads(html.unescape(re.search(r'data-frozen="([^"]+)"', review.text)[1]))
+    assert frozen == {"purpose": "summarize_invoice", "invoice_ids": ids,
+                      "providers": ["local"], "candidates": 3}
+    # Asking again is a new request: the expired one is left as it ended.
+    assert scalar(studio.settings.db_path, "SELECT status FROM leases WHERE id = ?",
+                  lease_id) == "expired"

@@ -34,6 +34,10 @@ MAX_LINE = 998  # RFC 5322's longest line of a message, its CR LF left out
 # What may stand between the dots before the @ (RFC 5322's atext); any letter beyond ASCII is
 # taken as well (RFC 6531), checked one by one in `address_fault`.
 ATEXT = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]")
+# What IDNA (UTS 46) maps to a full stop: mail reads each as the dot between two labels.
+FULL_STOPS = str.maketrans(dict.fromkeys("\u3002\uff0e\uff61", "."))
+# A last label a resolver reads as a number (`1`, `0x7f`): the domain is then an IP address.
+NUMBER_LABEL = re.compile(r"[0-9]+|0[xX][0-9a-fA-F]*")
 
 
 class MailSettingError(ValueError):
@@ -88,8 +92,12 @@ class NotAnAddress(ValueError):
 
 
 def address(value: str) -> str:
-    """`value` trimmed, if it is an address by `address_fault`'s rule; else NotAnAddress."""
-    trimmed = value.strip()
+    """`value` trimmed, if it is an address by `address_fault`'s rule; else NotAnAddress.
+    The domain's other full stops (`。`, `．`, `｡`) are written as `.`: mail reads them so, and
+    the address kept and shown must be the one mailed (`a@evil.com。example.com` is kept as
+    `a@evil.com.example.com`, which is where it would go)."""
+    local, at, domain = value.strip().rpartition("@")
+    trimmed = f"{local}{at}{domain.translate(FULL_STOPS)}"
     fault = address_fault(trimmed)
     if fault is not None:
         raise NotAnAddress(fault)
@@ -107,9 +115,12 @@ def address_fault(value: str) -> str | None:
     - the local part is dot-separated words (no dot first, last or twice in a row) of
       letters and digits of any script and ``!#$%&'*+/=?^_`{|}~-``; letters beyond ASCII go
       only with SMTPUTF8, which most servers offer;
-    - the domain is a name the internet could hold, in any script (sent as IDNA, `xn--...`):
-      two or more labels, none empty, none starting or ending with a hyphen, the last not
-      all digits (no bare IP addresses);
+    - the domain is a name the internet could hold, in any script (sent as IDNA, `xn--...`),
+      judged as mail reads it, after IDNA (UTS 46) mapping: two or more labels, none empty,
+      none starting or ending with a hyphen, the last not a number (`1`, `１`, `0x1`: no IP
+      address, however written); its dots written `.`, since `。`, `．` and `｡` are read as
+      dots (`address` writes them so) and an address shown with them would be mailed to
+      another domain than it seems to name;
     - no `=?` before the @: mail programs read it as the start of an encoded word;
     - no invisible character anywhere (control, format such as a zero-width space, or an
       unassigned one): one could make the address read as another, or break a header;
@@ -137,9 +148,13 @@ def address_fault(value: str) -> str | None:
         # An encoded word (RFC 2047): mail programs read it as other text, another address
         # even, in the header the recipient sees.
         return "cannot hold =? before the @: mail programs would read it as other words"
+    if domain.translate(FULL_STOPS) != domain:
+        return (f"cannot be sent to as written: {domain[:100]}, after the @, holds a dot"
+                " other than “.”, which mail reads as “.”; type the address again with “.”")
     wire = ascii_domain(domain)
     labels = domain.split(".")
-    if wire is None or len(labels) < 2 or "" in labels or labels[-1].isdigit():
+    if wire is None or len(labels) < 2 or "" in labels \
+            or NUMBER_LABEL.fullmatch(wire.rsplit(".", 1)[-1]):
         return (f"cannot be sent to: {domain[:100]}, after the @, is not a name a mail server"
                 " can be found by. Check it for a typo, or ask for another address")
     if len(local.encode()) > MAX_LOCAL or len(f"{local}@{wire}".encode()) > MAX_ADDRESS:

@@ -5,10 +5,12 @@ seller's own, and one working share link per invoice serves every email."""
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import json
 import re
 import time
+import uuid
 
 import pytest
 
@@ -66,3 +68,33 @@ async def test_a_request_that_ran_out_of_time_offers_the_same_review_again(studi
     # Asking again is a new request: the expired one is left as it ended.
     assert scalar(studio.settings.db_path, "SELECT status FROM leases WHERE id = ?",
                   lease_id) == "expired"
+
+
+async def test_new_invoice_from_a_customer_starts_with_that_customer_chosen(studio) -> None:
+    client = await studio.signed_in()
+    made = await client.post("/customers", json={
+        "name": "Müller & Söhne GmbH", "currency": "GBP", "payment_terms_days": 21})
+    assert made.status_code == 201, made.text
+    customer = made.json()
+    page = await client.get(f"/customers/{customer['id']}", headers=PAGE)
+    [link] = re.findall(r'<a[^>]*href="(/invoices/new\?[^"]+)"[^>]*>New invoice</a>', page.text)
+    form = await client.get(html.unescape(link), headers=PAGE)
+    assert form.status_code == 200
+    assert re.search(rf'id="customer-name" value="{re.escape(html.escape(customer["name"]))}"',
+                     form.text), form.text
+    assert f'id="customer-id" value="{customer["id"]}"' in form.text
+    assert 'name="currency" value="GBP"' in form.text
+    due = (dt.datetime.now(dt.UTC).date()
+           + dt.timedelta(days=customer["payment_terms_days"])).isoformat()
+    assert f'name="due_date" value="{due}"' in form.text
+    # Saved as it opened, the draft names that customer.
+    made = await client.post("/invoices", json={
+        "customer": customer["name"], "customer_id": customer["id"],
+        "currency": "GBP", "due_date": due,
+        "line_items": [{"description": "Work", "quantity": "1", "unit_price": "10",
+                        "tax_rate": "0"}]})
+    assert made.status_code == 201 and made.json()["customer_id"] == customer["id"]
+
+    other = await client.get(f"/invoices/new?customer_id={uuid.uuid4()}", headers=PAGE)
+    assert other.status_code == 404
+    assert "customer" in words(other.text).lower()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import sqlite3
@@ -13,7 +14,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from studio import (
+    balances,
     bindings,
+    customers,
     documents,
     facturx,
     finding,
@@ -34,6 +37,7 @@ from studio.web import (
     answer,
     answer_kind,
     current_actor,
+    id_of,
     moved_to,
     path_id,
     read_body,
@@ -83,12 +87,21 @@ async def invoice_list(request: Request) -> Response:
 
 
 async def new_invoice_page(request: Request) -> Response:
+    """A blank draft form; `?customer_id=` (from a customer's page) starts it with that
+    customer chosen, their currency, and the due date their payment terms give."""
     actor = await current_actor(request)
-    seller = await profiles.get_profile(studio_of(request).db, actor)
+    db = studio_of(request).db
+    seller = await profiles.get_profile(db, actor)
     blank = {"customer": "", "customer_id": None, "currency": "EUR", "due_date": "",
              "supply_date": None, "notes": "", "revision": 0,
              "line_items": [{"description": "", "quantity": "1", "unit_price": "",
                              "discount_percent": "", "tax_rate": "0"}]}
+    if "customer_id" in request.query_params:
+        chosen = await customers.get_customer(
+            db, actor, id_of(request.query_params["customer_id"], "customer_not_found"))
+        due = balances.today() + dt.timedelta(days=chosen["payment_terms_days"])
+        blank.update({"customer": chosen["name"], "customer_id": chosen["id"],
+                      "currency": chosen["currency"] or "EUR", "due_date": due.isoformat()})
     return render(request, "invoice_new.html", {"invoice": blank, "seller": seller,
                                                 "request_id": str(uuid.uuid4())})
 

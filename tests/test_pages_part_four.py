@@ -15,7 +15,7 @@ import uuid
 import pytest
 
 from studio import leases
-from tests.conftest import lease_body, scalar, wait_for_status
+from tests.conftest import lease_body, rows, scalar, wait_for_status
 from tests.test_words_pages import visible
 
 pytestmark = pytest.mark.anyio
@@ -98,3 +98,30 @@ async def test_new_invoice_from_a_customer_starts_with_that_customer_chosen(stud
     other = await client.get(f"/invoices/new?customer_id={uuid.uuid4()}", headers=PAGE)
     assert other.status_code == 404
     assert "customer" in words(other.text).lower()
+
+
+async def test_a_draft_credit_note_asks_only_what_a_credit_note_has(studio) -> None:
+    client = await studio.signed_in()
+    original = studio.invoice_ids()[0]
+    made = await client.post(f"/invoices/{original}/credit-note",
+                             json={"request_id": str(uuid.uuid4())})
+    assert made.status_code == 201, made.text
+    note = made.json()
+    page = await client.get(f"/invoices/{note['id']}", headers=PAGE)
+    form = re.search(r'<form id="draft-form".*?</form>', page.text, re.S)[0]
+    for absent in ('id="customer-picker"', "Make a new customer", 'name="due_date"',
+                   'name="customer"', 'name="customer_id"', "Due date"):
+        assert absent not in form, absent
+    assert note["customer"] in words(form)
+
+    # The form as a browser sends it: lines lowered, the buyer and dates left as they were.
+    sent = await client.post(f"/invoices/{note['id']}/edit", headers=PAGE, data={
+        "revision": str(note["revision"]), "currency": note["currency"], "supply_date": "",
+        "notes": "", "description": "Refund", "quantity": "1", "unit_price": "100",
+        "discount_percent": "", "tax_rate": "0"}, follow_redirects=False)
+    assert sent.status_code == 303, sent.text
+    row = rows(studio.settings.db_path, "SELECT customer, customer_id, due_date, total, revision"
+                                        " FROM invoices WHERE id = ?", note["id"])[0]
+    assert (row["customer"], row["customer_id"], row["due_date"]) == (
+        note["customer"], note["customer_id"], note["due_date"])
+    assert row["total"] == "100.00" and row["revision"] == note["revision"] + 1

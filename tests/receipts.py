@@ -621,3 +621,22 @@ def druckerei() -> Receipt:
 
 
 HELD_OUT = [drogerie, quincaillerie, fish_and_chips, gasthaus, epicerie, druckerei]
+
+
+# --- judging a reading --------------------------------------------------------------------
+
+def exact_lines(reading: dict[str, Any], receipt: Receipt) -> int:
+    """How many of the receipt's lines the reading has with exactly the quantity and unit
+    price printed, in order."""
+    got = reading["lines"]
+    good = 0
+    for n, item in enumerate(receipt.expected()["lines"]):
+        if n < len(got) and got[n]["quantity"] == item["quantity"] and \
+                got[n]["unit_price"] is not None and \
+                Decimal(got[n]["unit_price"]) == Decimal(item["unit_price"]):
+            good += 1
+    return good
+
+
+def total_exact(reading: dict[str, Any], receipt: Receipt) -> bool:
+    return reading["total"] is not None and Decimal(reading["total"]) == receipt.total

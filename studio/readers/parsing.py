@@ -1,0 +1,668 @@
+"""Text read from a receipt -> a reading: the supplier, the date, the currency, the lines
+(description, quantity, unit price, VAT rate) and the total.
+
+Receipts print amounts, quantities and rates in many ways; a line can often be read more than
+one way, and OCR confuses O with 0, l with 1, S with 5 and drops or doubles a decimal comma.
+Each line therefore yields every reading it allows, and the arithmetic the receipt carries
+chooses among them: quantity x unit price = amount, the lines add up to the total or to the
+net, tax at a statutory rate. A reading that needs a correction of what was printed is taken
+only when that arithmetic confirms it; otherwise the field stays unread (None).
+
+Everything here is pure: text in, a reading out. Amounts are Decimals, written as decimal
+strings; nothing passes through a float.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import TypedDict
+
+CENT = Decimal("0.01")
+
+
+class Line(TypedDict):
+    description: str
+    quantity: str | None
+    unit_price: str | None
+    tax_rate: str | None
+
+
+class Reading(TypedDict):
+    supplier: str | None
+    date: str | None
+    currency: str | None
+    lines: list[Line]
+    total: str | None
+
+
+# --- the words receipts use ----------------------------------------------------------------
+
+# Rates in force (standard, reduced, super-reduced) where the studio's sellers buy.
+STATUTORY_RATES = {
+    "DE": ["19", "7", "0"], "AT": ["20", "10", "13", "0"], "FR": ["20", "10", "5.5", "2.1"],
+    "GB": ["20", "5", "0"], "CH": ["8.1", "2.6", "3.8"], "BE": ["21", "12", "6"],
+    "NL": ["21", "9"], "LU": ["17", "14", "8", "3"], "IE": ["23", "13.5", "9", "4.8"],
+    "IT": ["22", "10", "5", "4"], "ES": ["21", "10", "4"],
+}
+KNOWN_RATES = {Decimal(r) for rates in STATUTORY_RATES.values() for r in rates}
+
+TOTAL_WORDS = {
+    "de": ["zu zahlen", "gesamtbetrag", "rechnungsbetrag", "endbetrag", "gesamtsumme",
+           "summe", "gesamt", "betrag"],
+    "fr": ["total ttc", "net à payer", "net a payer", "montant ttc", "à payer", "a payer",
+           "total"],
+    "en": ["amount due", "balance due", "total due", "grand total", "to pay", "total"],
+}
+NET_WORDS = {
+    "de": ["zwischensumme", "nettobetrag", "summe netto", "netto", "warenwert"],
+    "fr": ["total ht", "sous-total", "sous total", "montant ht"],
+    "en": ["subtotal", "sub-total", "sub total", "net total", "total net"],
+}
+TAX_WORDS = ["mwst", "mw.-st", "mwst.", "ust", "ust.", "umsatzsteuer", "mehrwertsteuer",
+             "steuer", "tva", "vat", "tax"]
+# A line naming a way of paying, change given back, or a tip is never an article.
+PAYMENT_WORDS = [
+    "ec-cash", "ec cash", "ec-karte", "girocard", "kartenzahlung", "karte", "bar", "gegeben",
+    "geg.", "visa", "mastercard", "maestro", "amex", "bankomat", "kreditkarte", "kontaktlos",
+    "carte bancaire", "carte", "cb", "espèces", "especes", "chèque", "cheque", "card", "cash",
+    "debit", "credit", "contactless", "paid", "payé", "bezahlt", "rückgeld", "ruckgeld",
+    "zurück", "wechselgeld", "rendu", "monnaie", "change", "trinkgeld", "pourboire", "tip",
+]
+SKIP_PATTERNS = [
+    r"\b(?:ust|mwst|vat|tva)[-. ]?(?:id|nr|no|reg|intracom)",  # VAT numbers
+    r"\b(?:DE|AT|FR|GB|IE|BE|NL|LU|IT|ES)\s?\d[\d ]{7,13}\b",
+    r"\bATU\d{8}\b", r"\bCHE[-. ]?\d{3}", r"\bIE\d{7}[A-Z]{1,2}\b",
+    r"\b(?:siret|siren|rcs|ape|naf|steuer-?nr|st\.?-?nr|hrb|hra|iban|bic|swift|uid)\b",
+    r"\b(?:tel|tél|telefon|phone|fax|mobil)\b",
+    r"\b\d{5}\s+[A-ZÄÖÜ][a-zäöüß]+",  # a postcode and a town
+    r"\b[A-Z]{1,2}\d[A-Z\d]?\s?\d[A-Z]{2}\b",  # a UK postcode
+    r"\b(?:straße|strasse|str\.|weg|platz|allee|gasse|rue|avenue|boulevard|place|chemin|quai"
+    r"|street|road|lane|square|avenue)\b",
+    r"\b(?:bon|beleg|kasse|caisse|ticket|receipt|order|table|tisch|trans|terminal)\b\s*[-:#]?"
+    r"\s*\d",
+    r"\b(?:rechnung|facture|invoice|quittung)\b.*\b(?:nr|no|n°)",
+]
+MONTHS = {
+    "jan": 1, "janv": 1, "januar": 1, "janvier": 1, "january": 1, "jän": 1, "jänner": 1,
+    "feb": 2, "févr": 2, "fevr": 2, "fév": 2, "februar": 2, "février": 2, "february": 2,
+    "mär": 3, "mar": 3, "märz": 3, "mars": 3, "march": 3, "mrz": 3,
+    "apr": 4, "avr": 4, "april": 4, "avril": 4,
+    "mai": 5, "may": 5,
+    "jun": 6, "juin": 6, "juni": 6, "june": 6,
+    "jul": 7, "juil": 7, "juli": 7, "juillet": 7, "july": 7,
+    "aug": 8, "août": 8, "aout": 8, "aoû": 8, "august": 8,
+    "sep": 9, "sept": 9, "september": 9, "septembre": 9,
+    "okt": 10, "oct": 10, "oktober": 10, "octobre": 10, "october": 10,
+    "nov": 11, "november": 11, "novembre": 11,
+    "dez": 12, "déc": 12, "dec": 12, "dezember": 12, "décembre": 12, "decembre": 12,
+    "december": 12,
+}
+DUE_WORDS = ["fällig", "bis zum", "zahlbar bis", "due", "échéance", "echeance", "payable by",
+             "valid", "gültig", "expire", "avant le"]
+CURRENCY_SIGNS = [("€", "EUR"), ("EUR", "EUR"), ("£", "GBP"), ("GBP", "GBP"), ("CHF", "CHF"),
+                  ("SFr", "CHF"), ("Fr.", "CHF"), ("USD", "USD"), ("US$", "USD"), ("$", "USD")]
+
+# --- numbers as printed -------------------------------------------------------------------
+
+_CUR = r"(?:€|EUR|£|GBP|CHF|\$|USD)"
+# An amount with two decimals, thousands grouped by dot, comma, apostrophe or space, a currency
+# before or after it. OCR's confusions of digits are undone before (see _digits).
+MONEY = re.compile(
+    r"(?<![\d.,A-WYZa-wyzÄÖÜäöüßÀ-ÿ_])(?<![A-Za-z0-9]-)(?P<pre>" + _CUR + r"\s?)?"
+    r"(?P<neg>(?<![^\s€£$(])[-−])?"
+    r"(?P<num>\d{1,3}(?:(?P<sep>[ .,'’])\d{3})(?:(?P=sep)\d{3})*[.,]\d{2}|\d+[.,]\d{2})"
+    r"(?![\d]|[.,]\d)(?:\s?(?P<post>€|EUR|CHF|£))?"
+)
+RATE = re.compile(r"(?<![\d.,])(\d{1,2}(?:[.,]\d{1,2})?)\s?%")
+QTY = r"(\d{1,5}(?:[.,]\d{1,3})?)"
+UNIT_WORDS = r"(?:stk\.?|st\.?|stück|pcs?\.?|pc|pce|pces|x|×|\*|@|à|a|kg|g|l|m)"
+
+_CONFUSABLE = str.maketrans({"O": "0", "o": "0", "D": "0", "Q": "0", "l": "1", "I": "1",
+                             "|": "1", "i": "1", "!": "1", "S": "5", "s": "5", "B": "8",
+                             "Z": "2", "z": "2"})
+
+
+def dec(text: str) -> Decimal:
+    """A printed number -> Decimal: the last dot or comma followed by one to three digits is the
+    decimal point, any other separator groups thousands."""
+    text = text.replace("−", "-").replace(" ", "").replace("'", "").replace("’", "")
+    match = re.search(r"[.,](\d{1,3})$", text)
+    if match:
+        whole = re.sub(r"[.,]", "", text[: match.start()])
+        return Decimal(f"{whole}.{match.group(1)}")
+    return Decimal(re.sub(r"[.,]", "", text))
+
+
+def text_of(value: Decimal | None) -> str | None:
+    """A Decimal as the reading writes it: no exponent, no trailing zeros past two decimals
+    for amounts is the caller's choice; here the value as it stands."""
+    if value is None:
+        return None
+    return format(value, "f")
+
+
+def plain(value: Decimal | None) -> str | None:
+    """Quantities and rates: no trailing zeros (2, 1.5, 5.5)."""
+    if value is None:
+        return None
+    text = format(value.normalize(), "f")
+    return text
+
+
+def _fold(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).replace("\u00a0", " ").replace("\t", " ")
+
+
+def _has_word(lower: str, words: list[str]) -> str | None:
+    for word in words:
+        if re.search(r"(?<![a-zäöüéèàç])" + re.escape(word) + r"(?![a-zäöüéèàç])", lower):
+            return word
+    return None
+
+
+def _digits(line: str) -> tuple[str, bool]:
+    """Undo OCR's confusions inside tokens shaped like an amount (S,5O -> 5,50; 1O,OO; l2.99);
+    says whether anything changed, so the reading can ask the arithmetic to confirm it."""
+    changed = False
+
+    def fix(match: re.Match[str]) -> str:
+        nonlocal changed
+        token = match.group(0)
+        digits = sum(c.isdigit() for c in token)
+        if digits < 2:
+            return token
+        fixed = token.translate(_CONFUSABLE)
+        if fixed != token:
+            changed = True
+        return fixed
+
+    out = re.sub(r"(?<![\w])[\dOoDQlI|i!SsBZz]{1,4}[.,][\dOoDQlI|i!SsBZz]{2}(?![\w])", fix,
+                 line)
+    return out, changed
+
+
+# --- lines of the receipt -----------------------------------------------------------------
+
+@dataclass
+class Amount:
+    value: Decimal
+    start: int
+    end: int
+    corrected: bool = False
+
+
+@dataclass
+class Candidate:
+    quantity: Decimal | None
+    unit_price: Decimal | None
+    amount: Decimal
+    description: str
+    penalty: float
+    corrected: bool = False
+    rate: Decimal | None = None
+    code: str | None = None
+
+
+@dataclass
+class ItemLine:
+    index: int
+    text: str
+    candidates: list[Candidate]
+    qty_lines: list[tuple[Decimal, Decimal]] = field(default_factory=list)
+
+
+def _amounts(line: str) -> list[list[Amount]]:
+    """Every way of reading the amounts in a line: an amount grouped by a space (1 049,00) can
+    also be a number and an amount (12 125,00 read as 12 and 125,00)."""
+    found: list[list[Amount]] = []
+    for m in MONEY.finditer(line):
+        num = m.group("num")
+        sign = -1 if m.group("neg") else 1
+        ways = [Amount(sign * dec(num), m.start(), m.end())]
+        if m.group("sep") == " ":
+            head, _, rest = num.partition(" ")
+            ways.append(Amount(sign * dec(rest), m.start("num") + len(head) + 1, m.end()))
+        found.append(ways)
+    return [list(w) for w in itertools.product(*found)] if found else [[]]
+
+
+def _integer_tail(line: str) -> Amount | None:
+    """An amount whose decimal comma OCR dropped (145 A for 1,45 A): the last number of the
+    line, read as cents; only ever a corrected reading."""
+    m = re.search(r"(?<![\w.,])(\d{3,6})(?:\s*[A-D1-4]|\s*€|\s*EUR)?\s*$", line)
+    if not m:
+        return None
+    return Amount(Decimal(m.group(1)) / 100, m.start(1), m.end(1), corrected=True)
+
+
+def _clean_description(text: str) -> str:
+    text = re.sub(r"\s+", " ", text).strip(" -:;*.,")
+    return text.strip()
+
+
+def _read_item(line: str, codes: dict[str, Decimal]) -> list[Candidate]:
+    """The readings of one article line, each with a penalty (lower is likelier)."""
+    fixed, corrected = _digits(line)
+    readings: list[Candidate] = []
+    for amounts in _amounts(fixed):
+        if not amounts:
+            tail = _integer_tail(fixed)
+            if tail is None:
+                continue
+            amounts = [tail]
+        readings += _item_readings(fixed, amounts, codes, corrected)
+    return readings
+
+
+def _item_readings(line: str, amounts: list[Amount], codes: dict[str, Decimal],
+                   corrected: bool) -> list[Candidate]:
+    last = amounts[-1]
+    corrected = corrected or last.corrected
+    after = line[last.end:]
+    rate: Decimal | None = None
+    code: str | None = None
+    rate_match = RATE.search(after)
+    if rate_match:
+        rate = dec(rate_match.group(1))
+    code_match = re.search(r"(?:^|\s|(?<=\d))([A-D1-4])\s*\*?\s*$", after)
+    if code_match and code_match.group(1) in codes:
+        code = code_match.group(1)
+        rate = codes[code]
+    head = line[: last.start]
+    # A rate printed between the unit price and the amount (columns: 4,99 19% 14,97).
+    if rate is None:
+        inner = list(RATE.finditer(head))
+        if inner and amounts[:-1] and inner[-1].start() > amounts[-2].end \
+                and dec(inner[-1].group(1)) in KNOWN_RATES:
+            rate = dec(inner[-1].group(1))
+    head_no_rate = RATE.sub(lambda m: " " if dec(m.group(1)) in KNOWN_RATES
+                            and m.start() > (amounts[-2].end if len(amounts) > 1 else 10**6)
+                            else m.group(0), head)
+    total = last.value
+    out: list[Candidate] = []
+
+    def add(q: Decimal | None, u: Decimal | None, desc: str, penalty: float) -> None:
+        out.append(Candidate(q, u, total, _clean_description(desc), penalty, corrected,
+                             rate, code))
+
+    before = amounts[:-1]
+    # 2 x 4,99 / 2x4.99 / 1 @ £45.00 / 3 Stk x 0,99 / 2 Wiener Schnitzel à 16,90
+    for unit in before:
+        left = head_no_rate[: unit.start]
+        right = head_no_rate[unit.end:]
+        m = re.search(QTY + r"\s*(?:stk\.?|st\.?|stück|pcs?\.?)?\s*[x×X\*@]\s*" + _CUR + r"?\s*$",
+                      left, re.I)
+        if m:
+            q = dec(m.group(1))
+            desc = left[: m.start()] + " " + right
+            add(q, unit.value, desc, 0 if q * unit.value == total else 6)
+            continue
+        m = re.search(r"(?:\s|^)(?:à|a|@|je|per|chacun|each|/stk)\s*" + _CUR + r"?\s*$", left,
+                      re.I)
+        lead = re.match(r"\s*" + QTY + r"\s*(?:x|×|stk\.?|st\.?)?\s+(?=\D)", left, re.I)
+        if m and lead:
+            q = dec(lead.group(1))
+            add(q, unit.value, left[lead.end(): m.start()] + " " + right,
+                0 if q * unit.value == total else 6)
+            continue
+        # Columns: quantity first, then the article, the unit price, (the rate,) the amount.
+        numbers = re.match(r"\s*((?:\d{1,5}(?:[.,]\d{1,3})?\s+){1,2})(?:" + UNIT_WORDS +
+                           r"\s+)?", left, re.I)
+        if numbers:
+            parts = numbers.group(1).split()
+            options = [parts[-1]]
+            if len(parts) == 2:
+                options.append(parts[0] + parts[1])
+                options.append(parts[0])
+            for n, option in enumerate(options):
+                q = dec(option)
+                if q == 0:
+                    continue
+                desc = left[numbers.end():] + " " + right
+                add(q, unit.value, desc, (0 if q * unit.value == total else 8) + n)
+    # The amount alone, the quantity before the article (2x Cod & Chips).
+    marked = re.match(r"\s*(\d{1,4})\s*(?:x|×|X|stk\.?|st\.?)\s*(?=\D)", head_no_rate, re.I)
+    lead = marked or re.match(r"\s*(\d{1,3})\s+(?=[A-Za-zÄÖÜÉÈÀäöüéèà])", head_no_rate)
+    if lead and not before:
+        q = Decimal(lead.group(1))
+        if q > 0 and (total / q).quantize(CENT) * q == total:
+            add(q, (total / q).quantize(CENT), head_no_rate[lead.end():], 0.2 if marked else 1)
+    if not before or not out:
+        desc = head_no_rate
+        for unit in reversed(before):
+            desc = desc[: unit.start] + desc[unit.end:]
+        add(Decimal(1), total, desc, 2 if before else 0.5 if lead else 0)
+    return out
+
+
+def _quantity_line(line: str) -> tuple[Decimal, Decimal | None] | None:
+    """A line that holds only a quantity and a unit price (2 Stk x 0,99; 150 x 0.12; à 5.20)."""
+    fixed, _ = _digits(line)
+    m = re.fullmatch(r"\s*" + QTY + r"\s*(?:stk\.?|st\.?|stück|pcs?\.?|kg)?\s*[x×X\*@]\s*"
+                     + _CUR + r"?\s*(\d+[.,]\d{2,3})\s*(?:" + _CUR + r"|/\s*\w+)?\s*", fixed,
+                     re.I)
+    if m:
+        return dec(m.group(1)), dec(m.group(2))
+    m = re.fullmatch(r"\s*(?:à|a|@|je)\s*" + _CUR + r"?\s*(\d+[.,]\d{2,3})\s*" + _CUR + r"?\s*",
+                     fixed, re.I)
+    if m:
+        return Decimal(0), dec(m.group(1))
+    return None
+
+
+# --- the reading --------------------------------------------------------------------------
+
+def _currency(text: str) -> str | None:
+    counts: dict[str, int] = {}
+    for sign, code in CURRENCY_SIGNS:
+        pattern = re.escape(sign) if not sign.isalpha() else r"(?<![A-Za-z])" + sign + \
+            r"(?![A-Za-z])"
+        n = len(re.findall(pattern, text))
+        if n:
+            counts[code] = counts.get(code, 0) + n
+    if not counts:
+        return None
+    return max(counts, key=lambda k: counts[k])
+
+
+def _date(lines: list[str]) -> str | None:
+    month_names = "|".join(sorted((re.escape(k) for k in MONTHS), key=len, reverse=True))
+    found: list[tuple[int, datetime.date]] = []
+    for n, line in enumerate(lines):
+        lower = line.lower()
+        due = _has_word(lower, DUE_WORDS) is not None
+        candidates: list[datetime.date | None] = []
+        for m in re.finditer(r"(?<!\d)(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)", line):
+            candidates.append(_make_date(int(m[1]), int(m[2]), int(m[3])))
+        for m in re.finditer(r"(?<![\d.,])(\d{1,2})[./-](\d{1,2})[./-](\d{4}|\d{2})(?![\d]|[.,]\d)",
+                             line):
+            year = int(m[3]) + (2000 if len(m[3]) == 2 else 0)
+            day, month = int(m[1]), int(m[2])
+            if month > 12 >= day:
+                day, month = month, day
+            candidates.append(_make_date(year, month, day))
+        for m in re.finditer(r"(?<!\d)(\d{1,2})(?:er|\.)?\s*(" + month_names + r")\.?,?\s*"
+                             r"(\d{4})(?!\d)", lower):
+            candidates.append(_make_date(int(m[3]), MONTHS[m[2]], int(m[1])))
+        for m in re.finditer(r"\b(" + month_names + r")\.?\s+(\d{1,2}),?\s+(\d{4})(?!\d)",
+                             lower):
+            candidates.append(_make_date(int(m[3]), MONTHS[m[1]], int(m[2])))
+        for date in candidates:
+            if date is not None:
+                found.append((n + (1000 if due else 0), date))
+    if not found:
+        return None
+    return min(found, key=lambda item: item[0])[1].isoformat()
+
+
+def _make_date(year: int, month: int, day: int) -> datetime.date | None:
+    try:
+        date = datetime.date(year, month, day)
+    except ValueError:
+        return None
+    return date if 1990 <= year <= 2100 else None
+
+
+def _is_skip(line: str, lower: str) -> bool:
+    if _has_word(lower, PAYMENT_WORDS):
+        return True
+    return any(re.search(p, line, re.I if p.startswith(r"\b(?:") else 0) for p in SKIP_PATTERNS)
+
+
+def _supplier(lines: list[str]) -> str | None:
+    for line in lines[:8]:
+        lower = line.lower()
+        letters = sum(c.isalpha() for c in line)
+        if letters < 3 or letters < len(line.replace(" ", "")) * 0.6:
+            continue
+        if _is_skip(line, lower) or MONEY.search(line) or re.search(r"\d{1,2}[./]\d{1,2}[./]\d",
+                                                                   line):
+            continue
+        if _has_word(lower, ["rechnung", "facture", "invoice", "quittung", "kassenbon",
+                             "receipt", "ticket", "beleg", "willkommen", "bienvenue",
+                             "welcome"]):
+            continue
+        return re.sub(r"\s+", " ", line).strip(" *-=")
+    return None
+
+
+def _rate_codes(lines: list[str]) -> dict[str, Decimal]:
+    """A rate table's letter or digit codes: A= 19,0%; B 7%; 1 USt. 19 %; A TVA 5,50 %."""
+    codes: dict[str, Decimal] = {}
+    for line in lines:
+        m = re.match(r"\s*([A-D1-4])\s*[=:)]?\s*(?:(?:MwSt|USt|TVA|VAT|Steuer|MWST)\.?\s*)?"
+                     r"(\d{1,2}(?:[.,]\d{1,2})?)\s?%", line, re.I)
+        if m:
+            rate = dec(m.group(2))
+            if rate in KNOWN_RATES:
+                codes.setdefault(m.group(1).upper(), rate)
+    return codes
+
+
+def _rates_named(lines: list[str]) -> list[Decimal]:
+    rates: list[Decimal] = []
+    for line in lines:
+        lower = line.lower()
+        if not _has_word(lower, TAX_WORDS + ["inkl", "incl", "included", "includes", "dont"]):
+            continue
+        for m in RATE.finditer(line):
+            rate = dec(m.group(1))
+            if rate in KNOWN_RATES and rate not in rates:
+                rates.append(rate)
+    return rates
+
+
+@dataclass
+class Sums:
+    totals: list[tuple[float, Decimal]] = field(default_factory=list)
+    nets: list[Decimal] = field(default_factory=list)
+    taxes: list[Decimal] = field(default_factory=list)
+    paid: list[Decimal] = field(default_factory=list)
+
+
+def _line_amounts(line: str) -> list[Decimal]:
+    fixed, _ = _digits(line)
+    return [a.value for a in _amounts(fixed)[0]]
+
+
+def parse(text: str) -> Reading:
+    """The reading of a receipt's text."""
+    raw = [_fold(line).strip() for line in text.splitlines()]
+    lines = [re.sub(r"\s+", " ", line) for line in raw if line.strip()]
+    codes = _rate_codes(lines)
+    named = _rates_named(lines)
+
+    sums = Sums()
+    items: list[ItemLine] = []
+    qty_lines: list[tuple[int, Decimal, Decimal | None]] = []
+    pending_desc: str | None = None
+    ended = False
+    for n, line in enumerate(lines):
+        lower = line.lower()
+        amounts = _line_amounts(line)
+        net_word = next((w for ws in NET_WORDS.values() for w in ws if _has_word(lower, [w])),
+                        None)
+        total_word = None
+        for lang in ("de", "fr", "en"):
+            for rank, word in enumerate(TOTAL_WORDS[lang]):
+                if _has_word(lower, [word]):
+                    total_word = (rank, word)
+                    break
+            if total_word:
+                break
+        tax_word = _has_word(lower, TAX_WORDS)
+        if net_word and amounts:
+            sums.nets.append(amounts[-1])
+            ended = True
+            continue
+        if total_word and amounts and not tax_word:
+            sums.totals.append((total_word[0] + (0.5 if "netto" in lower else 0), amounts[-1]))
+            ended = True
+            continue
+        if total_word and not amounts and items:
+            # The word alone: OCR split the total's line; the next amount is the total.
+            fixed = _integer_tail(line)
+            if fixed:
+                sums.totals.append((total_word[0] + 5, fixed.value))
+            ended = True
+            continue
+        if tax_word and amounts and (RATE.search(line) or ended):
+            sums.taxes.append(amounts[-1])
+            ended = True
+            continue
+        if _has_word(lower, PAYMENT_WORDS):
+            sums.paid.extend(amounts[-1:])
+            if items:
+                ended = True
+            continue
+        if ended:
+            continue
+        quantity = _quantity_line(line)
+        if quantity:
+            qty_lines.append((len(items), quantity[0], quantity[1]))
+            continue
+        if _is_skip(line, lower) and not re.search(r"\d[.,]\d{2}\s*[A-D€]?\s*$", line):
+            continue
+        if re.match(r"^[A-D1-4]\s*[=:)]?\s*(?:\w+\.?\s*)?\d{1,2}(?:[.,]\d{1,2})?\s?%", line):
+            continue  # a rate table's row
+        if _date_only(line):
+            continue
+        if codes:
+            # A code OCR joined to its amount (49.981 for 49.98 1).
+            line = re.sub(r"(\d[.,]\d{2})([" + "".join(codes) + r"])\s*$", r"\1 \2", line)
+        candidates = _read_item(line, codes)
+        if not candidates:
+            has_letters = sum(c.isalpha() for c in line) >= 3
+            pending_desc = line if has_letters else None
+            continue
+        if pending_desc and all(not c.description for c in candidates):
+            for c in candidates:
+                c.description = _clean_description(pending_desc)
+        pending_desc = None
+        items.append(ItemLine(n, line, candidates))
+
+    _attach_quantities(items, qty_lines)
+    chosen, confirmed, total = _choose(items, sums)
+
+    out_lines: list[Line] = []
+    single_rate = named[0] if len(named) == 1 and not codes else None
+    for item, c in zip(items, chosen, strict=True):
+        unit = c.unit_price
+        quantity = c.quantity
+        if c.corrected and not confirmed:
+            unit = None
+        rate = c.rate if c.rate is not None else single_rate
+        out_lines.append({"description": c.description or item.text,
+                          "quantity": plain(quantity), "unit_price": text_of(unit),
+                          "tax_rate": plain(rate) if rate is not None else None})
+    return {
+        "supplier": _supplier(lines),
+        "date": _date(lines),
+        "currency": _currency("\n".join(lines)),
+        "lines": out_lines,
+        "total": text_of(total.quantize(CENT)) if total is not None else None,
+    }
+
+
+def _date_only(line: str) -> bool:
+    rest = re.sub(r"\d{1,4}[./-]\d{1,2}[./-]\d{2,4}|\d{1,2}:\d{2}(?::\d{2})?", "", line)
+    return rest != line and not MONEY.search(rest)
+
+
+def _attach_quantities(items: list[ItemLine], qty_lines: list[tuple[int, Decimal,
+                                                                     Decimal | None]]) -> None:
+    """A quantity line belongs to the article above it or below it: the one whose amount is
+    the quantity times the price."""
+    for position, quantity, unit in qty_lines:
+        neighbours = [p for p in (position - 1, position) if 0 <= p < len(items)]
+        best: tuple[float, int, Candidate] | None = None
+        for order, p in enumerate(neighbours):
+            for c in items[p].candidates:
+                q = quantity
+                if q == 0 and unit:  # à 5.20 under 2x Cappuccino: the quantity is the line's
+                    q = c.quantity if c.quantity else Decimal(1)
+                if unit is None or q * unit != c.amount:
+                    continue
+                score = c.penalty + order * 0.5
+                if best is None or score < best[0]:
+                    best = (score, p, Candidate(q, unit, c.amount, c.description, c.penalty,
+                                                c.corrected, c.rate, c.code))
+        if best is None and neighbours and unit is not None and quantity:
+            # The arithmetic does not hold as read: the line above, its amount marked unsure.
+            p = neighbours[0]
+            base = min(items[p].candidates, key=lambda c: c.penalty)
+            items[p].candidates = [Candidate(quantity, unit, base.amount, base.description,
+                                             base.penalty + 10, True, base.rate, base.code)]
+            continue
+        if best is not None:
+            items[best[1]].candidates = [best[2]]
+
+
+def _choose(items: list[ItemLine], sums: Sums
+            ) -> tuple[list[Candidate], bool, Decimal | None]:
+    """The readings of the lines whose amounts add up to what the receipt says they add up to
+    (the total, the net, the total less its taxes), least corrected first."""
+    for item in items:
+        item.candidates.sort(key=lambda c: c.penalty)
+    default = [item.candidates[0] for item in items]
+    targets: list[tuple[float, Decimal, Decimal | None]] = []
+    for rank, value in sorted(sums.totals):
+        targets.append((rank, value, value))
+        for tax in [sum(sums.taxes, Decimal(0))] + sums.taxes:
+            if tax:
+                targets.append((rank + 0.2, value - tax, value))
+    for value in sums.nets:
+        total = next((v for _, v in sorted(sums.totals)), None)
+        targets.append((1, value, total))
+    for value in sums.paid:
+        targets.append((20, value, value))
+    ambiguous = [i for i, item in enumerate(items) if len(
+        {c.amount for c in item.candidates}) > 1]
+    options = [_best_per_amount(items[i].candidates)[:4] for i in ambiguous]
+    fixed_sum = sum((default[i].amount for i in range(len(items)) if i not in ambiguous),
+                    Decimal(0))
+    best: tuple[float, list[Candidate], Decimal | None] | None = None
+    combos = itertools.product(*options) if options and len(options) <= 8 else [
+        tuple(o[0] for o in options)]
+    for combo in combos:
+        total_lines = fixed_sum + sum((c.amount for c in combo), Decimal(0))
+        penalty = sum(c.penalty for c in combo)
+        for rank, target, total in targets:
+            if total_lines == target:
+                score = penalty + rank
+                if best is None or score < best[0]:
+                    chosen = list(default)
+                    for i, c in zip(ambiguous, combo, strict=True):
+                        chosen[i] = c
+                    best = (score, chosen, total)
+    if best is not None:
+        return best[1], True, best[2]
+    total = sorted(sums.totals)[0][1] if sums.totals else None
+    if total is None and sums.nets and sums.taxes:
+        total = sums.nets[-1] + sum(sums.taxes, Decimal(0))
+    return default, False, total
+
+
+def _best_per_amount(candidates: list[Candidate]) -> list[Candidate]:
+    """The likeliest reading for each amount a line may hold: the sums check amounts."""
+    seen: dict[Decimal, Candidate] = {}
+    for c in sorted(candidates, key=lambda c: c.penalty):
+        seen.setdefault(c.amount, c)
+    return list(seen.values())
+
+
+def parse_amount(text: str) -> Decimal | None:
+    """One amount as printed (1.234,56; 1 234,56; 1,234.56; 12,50 €; £45.00; CHF 4.50)."""
+    m = MONEY.search(_fold(text))
+    if not m:
+        return None
+    try:
+        value = dec(m.group("num"))
+    except InvalidOperation:
+        return None
+    return -value if m.group("neg") else value

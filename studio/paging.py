@@ -42,7 +42,9 @@ def limit_of(query: Mapping[str, str], default: int = DEFAULT_LIMIT) -> int:
 
 
 def cursor_of(query: Mapping[str, str]) -> list[Any] | None:
-    """`?after=`: a cursor this studio made, decoded; anything else is refused."""
+    """`?after=`: a cursor this studio made, decoded; anything else (garbage, a lone
+    surrogate, a value no list sorts by) is refused with 422 `invalid_cursor`, never let
+    through to the database."""
     raw = query.get("after")
     if raw is None:
         return None
@@ -50,10 +52,12 @@ def cursor_of(query: Mapping[str, str]) -> list[Any] | None:
         if not raw or len(raw) > MAX_CURSOR:
             raise ValueError(raw)
         key = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
-    except (ValueError, binascii.Error, RecursionError):
+        # Only the exact text `cursor` writes: a key it could not have written (an escaped
+        # lone surrogate, a number past a float) is no cursor of this studio's.
+        if not isinstance(key, list) or not key or cursor(key) != raw:
+            raise ValueError(raw)
+    except (ValueError, TypeError, binascii.Error, RecursionError):
         raise Refusal("invalid_cursor") from None
-    if not isinstance(key, list) or not key:
-        raise Refusal("invalid_cursor")
     return key
 
 

@@ -3,6 +3,7 @@ once, in the list's own order; the pages show 50 with a link onwards."""
 
 from __future__ import annotations
 
+import base64
 import re
 import sqlite3
 import time
@@ -230,3 +231,38 @@ async def test_drafts_and_issued_invoices_share_one_table_so_columns_line_up(stu
     assert page.count("<table") == 1
     table = page.split("<table")[1].split("</table>")[0]
     assert '<tbody id="drafts"' in table and '<tbody id="issued"' in table
+
+
+def _made(text: str) -> str:
+    """A cursor encoded the studio's way around JSON text the studio never wrote."""
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+# Per list, its cursor's shape with a lone surrogate where a text goes.
+SURROGATES = {"/customers": r'["a","\ud800"]', "/invoices": r'["draft",1.0,"\ud800"]',
+              "/leases": r'[1.0,"\udfff"]'}
+NOT_WRITTEN = [
+    r'[{"a":1},"x"]', r'[[1],[2]]', r'[true,"x"]', r'[1e999,"x"]', r'["x",1e999,"y"]',
+    r'[null,null,null]', r'"draft"', r'{"a":1}', r'null', r'[1,2,3]', r'["a\u0000b","x"]',
+    "[" * 300 + "]" * 300, r'["issued",1' + "0" * 400 + r',"x"]', r'[1' + "0" * 400 + r',"x"]',
+    r'["draft", 1.0, "x"]', r'[1.0, "x"]', r'["a", "x"]',
+]
+
+
+@pytest.mark.parametrize("path", ["/customers", "/invoices", "/leases"])
+async def test_a_cursor_the_studio_did_not_write_is_422_never_a_500(studio, path) -> None:
+    """A lone surrogate, garbage or a value of the wrong type in `after` is refused with
+    `invalid_cursor` and a sentence, as JSON and as a page, on each list."""
+    client = await studio.signed_in()
+    raw = ["%ED%A0%80", "%ED%A0%80%ED%B0%80", "%FF", "a%00b", "%C0%AF", _made(SURROGATES[path])]
+    raw += [_made(text) for text in NOT_WRITTEN]
+    for query in raw:
+        for url in (f"{path}?after={query}", f"{path}?limit=2&status=issued&after={query}"):
+            for headers in ({}, PAGE):
+                reply = await client.get(url, headers=headers)
+                assert reply.status_code == 422, (url, reply.text[-500:])
+                if not headers:
+                    assert reply.json() == {"detail": "invalid_cursor", "message": reply.json()[
+                        "message"]} and "first page" in reply.json()["message"], reply.text
+    # The studio's own cursors still lead onwards.
+    assert (await client.get(f"{path}?limit=1")).status_code == 200

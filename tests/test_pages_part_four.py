@@ -125,3 +125,27 @@ async def test_a_draft_credit_note_asks_only_what_a_credit_note_has(studio) -> N
     assert (row["customer"], row["customer_id"], row["due_date"]) == (
         note["customer"], note["customer_id"], note["due_date"])
     assert row["total"] == "100.00" and row["revision"] == note["revision"] + 1
+
+
+async def test_a_new_invoice_form_shows_no_error_before_anything_is_typed(studio) -> None:
+    client = await studio.signed_in()
+    form = await client.get("/invoices/new", headers=PAGE)
+    assert "must be" not in words(form.text)
+    # What the form sends for its totals as it opens: one line, nothing typed in it.
+    blank = [("customer", ""), ("customer_id", ""), ("currency", "EUR"), ("due_date", ""),
+             ("supply_date", ""), ("description", ""), ("quantity", "1"), ("unit_price", ""),
+             ("discount_percent", ""), ("tax_rate", "0"), ("notes", "")]
+    shown = await client.get("/invoices/totals", headers=HTMX, params=blank)
+    assert shown.status_code == 200 and "data-problem" not in shown.text, shown.text
+    assert "must be" not in words(shown.text)
+    # A price typed before its description: the totals follow at once.
+    priced = [(name, "120" if name == "unit_price" else value) for name, value in blank]
+    shown = await client.get("/invoices/totals", headers=HTMX, params=priced)
+    assert "data-problem" not in shown.text and "EUR 120.00" in shown.text, shown.text
+    # A price that is not one still says so.
+    wrong = [(name, "12,,0" if name == "unit_price" else value) for name, value in blank]
+    shown = await client.get("/invoices/totals", headers=HTMX, params=wrong)
+    assert "data-problem" in shown.text and "unit price" in shown.text
+    for odd in ([("line_items", "abc")], [("line_items", "")], [("description", "x")]):
+        shown = await client.get("/invoices/totals", headers=HTMX, params=odd)
+        assert shown.status_code == 200, (odd, shown.text)

@@ -116,14 +116,33 @@ async def create_invoice(request: Request) -> Response:
     return moved_to(request, f"/invoices/{made['id']}", made, 201 if created else 200)
 
 
+def _typed_lines(lines: list[Any]) -> list[Any]:
+    """The lines the totals count while the person types: a line with neither description nor
+    price is not typed in yet, and a missing description is no fault here (saving asks)."""
+    typed = []
+    for line in lines:
+        if not isinstance(line, dict):  # not a line at all: the draft's rules say so
+            typed.append(line)
+            continue
+        description = str(line.get("description") or "").strip()
+        if description or str(line.get("unit_price") or "").strip():
+            typed.append({**line, "description": description or "-"})
+    return typed
+
+
 async def totals_preview(request: Request) -> Response:
     """The totals as the server computes them, while the person types; nothing is saved."""
     await current_actor(request)
     body = line_items_of(dict(request.query_params.multi_items()) | {
         field: request.query_params.getlist(field) for field in LINE_FIELDS})
-    context: dict[str, Any] = {"problem": None}
+    given = body.get("line_items") or []
+    lines = _typed_lines(given) if isinstance(given, list) else given
+    context: dict[str, Any] = {"problem": None, "preview": None}
+    if not lines:
+        return render(request, "_totals.html", context)
     try:
-        preview = invoices.parse_draft({**body, "customer": "-", "due_date": "2000-01-01"})
+        preview = invoices.parse_draft({**body, "line_items": lines, "customer": "-",
+                                        "due_date": "2000-01-01"})
         context["preview"] = {**preview, "tax_breakdown": invoices.tax_breakdown(
             json.loads(preview["line_items"]), preview["currency"])}
     except Refusal as refusal:

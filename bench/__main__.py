@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
 import json
 import os
 import platform
 import shutil
+import signal
 import socket
 import sqlite3
 import statistics
@@ -47,6 +49,7 @@ HERE = Path(__file__).resolve().parent
 LUA = HERE / "report.lua"
 RESULTS = HERE / "results.json"
 PASSWORD = "studio-demo"
+JSON = {"Accept": "application/json"}
 
 TARGETS: dict[str, tuple[str, float]] = {
     "create_intent_600_ratio": ("<=", 1.3),
@@ -74,6 +77,9 @@ TARGETS: dict[str, tuple[str, float]] = {
     "pg_replay_rps_ratio": (">=", 0.5),
     "pg_poll_rps_ratio": (">=", 0.5),
     "pg_issue_2hosts_gapless": ("==", True),
+    "pg_issue_4accounts_ratio": (">=", 1.5),
+    "pg_issue_4accounts_gapless": ("==", True),
+    "pg_other_account_write_ms_frozen_host": ("<=", 1000),
 }
 # Reported beside the targets, with none of their own (any more).
 REPORTED = ("upload_ratio", "issue_call_ratio", "create_intent_600_submit_ratio",
@@ -705,6 +711,97 @@ def bench_pg_issuing(work: Path, drafts: int) -> dict[str, Any]:
             "pg_issue_2hosts_failures": len(failures), "pg_issue_2hosts_problems": found}
 
 
+def bench_pg_accounts(work: Path, drafts: int) -> dict[str, Any]:
+    """`pg_issue_4accounts_ratio`: issues per second of four accounts at once (four clients
+    each) over one account alone (sixteen clients), through two `studio serve` processes on
+    one database. Each account locks only its own records, so four go side by side; each
+    account's series is audited gapless after."""
+    url = pg.new_database("bench_accounts")
+    password = "bench-password"
+    accounts = [(f"acct{n}@example.com", pg.seed_drafts(url, drafts, f"acct{n}@example.com",
+                                                        password)) for n in range(5)]
+    servers = [Process(f"studio serve {n} on PostgreSQL", ["-m", "studio.cli", "serve"],
+                       pg_env(work, url), work / f"pg-accounts-{n}.log") for n in (1, 2)]
+    try:
+        alone, failures = issuing.issue_through(servers, accounts[4][1], accounts[4][0],
+                                                password)
+        together: list[tuple[float, list[str]]] = []
+
+        def issue(email: str, ids: list[str]) -> None:
+            together.append(issuing.issue_through(servers, ids, email, password, clients=4))
+
+        threads = [threading.Thread(target=issue, args=account) for account in accounts[:4]]
+        started = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        elapsed = time.perf_counter() - started
+    finally:
+        for server in servers:
+            server.stop()
+    failures += [failure for _, found in together for failure in found]
+    found, gapless = pg.issued_per_account(url, drafts)
+    return {"pg_issue_4accounts_ratio": (4 * drafts / elapsed) / (drafts / alone),
+            "pg_issue_rps_1account": drafts / alone,
+            "pg_issue_rps_4accounts": 4 * drafts / elapsed,
+            "pg_issue_4accounts_gapless": not failures and not found and gapless}
+
+
+def bench_pg_frozen_host(work: Path, rounds: int) -> dict[str, Any]:
+    """`pg_other_account_write_ms_frozen_host`: one account's draft saved through host B while
+    host A is stopped (SIGSTOP) inside another account's transaction, against the same save
+    while nothing is stopped."""
+    url = pg.new_database("bench_frozen")
+    password = "bench-password"
+    pg.seed_drafts(url, 1, "frozen@example.com", password)
+    pg.seed_drafts(url, 1, "other@example.com", password)
+    host_a = Process("studio serve A", ["-m", "studio.cli", "serve"],
+                     {**pg_env(work, url), "PGAPPNAME": "host-a"}, work / "pg-frozen-a.log")
+    host_b = Process("studio serve B", ["-m", "studio.cli", "serve"], pg_env(work, url),
+                     work / "pg-frozen-b.log")
+    stop = threading.Event()
+
+    def writes_through_a() -> None:
+        with httpx.Client(base_url=host_a.url, timeout=120, headers=JSON) as client:
+            client.post("/login", json={"email": "frozen@example.com", "password": password})
+            while not stop.is_set():
+                with contextlib.suppress(httpx.HTTPError):
+                    client.post("/invoices", json=issuing.DRAFT)
+
+    def saves_through_b(client: httpx.Client) -> float:
+        started = time.perf_counter()
+        reply = client.post("/invoices", json=issuing.DRAFT)
+        took = (time.perf_counter() - started) * 1000
+        if reply.status_code != 201:
+            raise SystemExit(f"a draft through host B was refused: {reply.text}")
+        return took
+
+    writer = threading.Thread(target=writes_through_a, daemon=True)
+    try:
+        with httpx.Client(base_url=host_b.url, timeout=120, headers=JSON) as other:
+            other.post("/login", json={"email": "other@example.com", "password": password})
+            baseline = statistics.median(saves_through_b(other) for _ in range(rounds))
+            writer.start()
+            frozen: list[float] = []
+            while len(frozen) < rounds:
+                if pg.frozen_in_a_transaction(url, host_a.process.pid, "host-a"):
+                    try:
+                        frozen.append(saves_through_b(other))
+                    finally:
+                        os.kill(host_a.process.pid, signal.SIGCONT)
+                    time.sleep(0.2)
+    finally:
+        os.kill(host_a.process.pid, signal.SIGCONT)
+        stop.set()
+        writer.join(130)
+        host_a.stop()
+        host_b.stop()
+    return {"pg_other_account_write_ms_frozen_host": statistics.median(frozen),
+            "pg_other_account_write_ms_frozen_host_max": max(frozen),
+            "pg_other_account_write_ms": baseline}
+
+
 def bench_pg_export(work: Path, count: int) -> dict[str, Any]:
     """`pg_export_mb_100k`: the SQLite part's export, the studio on PostgreSQL."""
     url = pg.new_database("bench_export")
@@ -728,10 +825,17 @@ def measure_pg(work: Path, quick: bool) -> dict[str, Any]:
                                                       1 if quick else 2)),
         ("pg http", lambda: bench_pg_http(work, 4 if quick else 10)),
         ("pg issuing", lambda: bench_pg_issuing(work, 200 if quick else 600)),
+        ("pg accounts", lambda: bench_pg_accounts(work, 50 if quick else 150)),
+        ("pg frozen host", lambda: bench_pg_frozen_host(work, 3 if quick else 7)),
         ("pg export", lambda: bench_pg_export(work, 10_000 if quick else 100_000)),
     ]
+    # STUDIO_BENCH_PG_PARTS="pg accounts,pg frozen host" runs only those (to measure one).
+    wanted = [name.strip() for name in os.environ.get("STUDIO_BENCH_PG_PARTS", "").split(",")
+              if name.strip()]
     out: dict[str, Any] = {}
     for name, part in parts:
+        if wanted and name not in wanted:
+            continue
         started = time.monotonic()
         out.update(part())
         print(f"{name}: {time.monotonic() - started:.1f} s", file=sys.stderr)

@@ -347,3 +347,34 @@ def issued_check(url: str, count: int) -> tuple[list[str], bool]:
     finally:
         db.close()
     return found, sequences == list(range(1, count + 1))
+
+
+def issued_per_account(url: str, count: int) -> tuple[list[str], bool]:
+    """(what the audit finds, whether every account's series runs exactly 1..count)."""
+    db = postgres.connect(url)
+    try:
+        db.execute("BEGIN")
+        found = problems(db)
+        series: dict[str, list[int]] = {}
+        for owner, sequence in db.execute(
+                "SELECT owner_id, sequence FROM invoices WHERE sequence IS NOT NULL"
+                " ORDER BY owner_id, sequence"):
+            series.setdefault(owner, []).append(sequence)
+        db.execute("COMMIT")
+    finally:
+        db.close()
+    return found, all(found_ == list(range(1, count + 1)) for found_ in series.values())
+
+
+def frozen_in_a_transaction(url: str, pid: int, application: str) -> bool:
+    """Stop the process `pid` (SIGSTOP) and whether one of its sessions (named `application`)
+    was left idle inside a transaction; if not, it is running again."""
+    os.kill(pid, signal.SIGSTOP)
+    time.sleep(0.05)  # a statement under way finishes; its session then waits, idle
+    with psycopg.connect(url, autocommit=True) as db:
+        found = db.execute("SELECT 1 FROM pg_stat_activity WHERE application_name = %s"
+                           " AND state = 'idle in transaction'", (application,)).fetchone()
+    if found is None:
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.01)
+    return found is not None

@@ -21,7 +21,7 @@ from typing import Any
 import filetype
 
 from studio import bindings, invoices, logs
-from studio.db import Database, DatabaseUnavailable, clock
+from studio.db import Database, DatabaseUnavailable, account_lock, clock, hold
 from studio.errors import Refusal
 from studio.stores import (  # noqa: F401 - the stores, as the attachment units name them
     ORPHAN_GRACE_S,
@@ -112,7 +112,7 @@ def room_for(db: sqlite3.Connection, actor_id: str, invoice_id: str, client_key:
              quota: Quota, at_least: int) -> None:
     """Before a new file is read: refused if it cannot fit, judged by what is stored and the
     least it can be. A key already bound is a replay, answered whatever the limits; `bind`
-    checks again under the write lock, which is the guarantee."""
+    checks again with the account held, which is the guarantee."""
     if db.execute(
             "SELECT 1 FROM request_bindings WHERE actor_id = ? AND kind = 'attachment'"
             " AND request_id = ?", (actor_id, client_key)).fetchone():
@@ -132,9 +132,10 @@ def look_up(db: sqlite3.Connection, actor_id: str, invoice_id: str, client_key: 
 def bind(db: sqlite3.Connection, actor_id: str, invoice_id: str, client_key: str,
          upload: Upload, content_type: str, store: Store, quota: Quota,
          now: float | None = None) -> tuple[dict[str, Any], bool]:
-    """Bind key -> attachment, checking the key again under the write lock: the same key and
+    """Bind key -> attachment, checking the key again with the account held: the same key and
     bytes answer the first attachment, other bytes are 409 `client_key_conflict`. A new
     attachment must fit the actor's quota, which concurrent uploads cannot pass together."""
+    hold(db, account_lock(actor_id))
     now = clock(now)
     print_ = bindings.fingerprint({"invoice_id": invoice_id, "sha256": upload.sha256})
 
@@ -169,6 +170,7 @@ def remove(db: sqlite3.Connection, actor_id: str, attachment_id: str, store: Sto
     """Delete an attachment of a draft; its bytes go too, when no other attachment of that
     actor names them (a folder's file after the commit). The key is freed, so sending the file
     again attaches it again."""
+    hold(db, account_lock(actor_id))
     row = db.execute("SELECT invoice_id, sha256 FROM attachments WHERE id = ? AND owner_id = ?",
                      (attachment_id, actor_id)).fetchone()
     if row is None:
@@ -196,7 +198,7 @@ def owned(db: sqlite3.Connection, actor_id: str, attachment_id: str) -> dict[str
 
 
 def unnamed(db: sqlite3.Connection, store: Store, candidates: list[tuple[str, str]]) -> int:
-    """Remove those of the (actor, sha256) bytes no attachment names, under the write lock."""
+    """Remove those of the (actor, sha256) bytes no attachment names (`remove_unnamed`)."""
     return remove_unnamed(db, store, candidates)
 
 

@@ -73,7 +73,7 @@ def once(db: sqlite3.Connection, actor_id: str, kind: str, request_id: str, prin
     ).rowcount
     if not inserted:
         existing = bound(db, actor_id, kind, request_id, print_)
-        assert existing is not None, "the write lock is held: the row that refused us is there"
+        assert existing is not None, "the account is held: the row that refused us is there"
         return existing, False
     make(target_id)
     return target_id, True

@@ -7,6 +7,7 @@ BEGIN. Writes take `BEGIN IMMEDIATE`, which is what holds when two processes sha
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import logging
 import os
@@ -706,10 +707,10 @@ def sync_path(path: Path) -> None:
 
 
 def clock(now: float | None) -> float:
-    """The time a unit acts at: read inside its transaction, after the write lock is held,
-    so a wait for the lock can never make a deadline check stale. On PostgreSQL it is the
-    database's clock, so a host whose own clock is wrong judges every deadline as the others
-    do. Tests may pass their own."""
+    """The time a unit acts at: read inside its transaction, after what it decides on is
+    held (`hold`), so a wait for the lock can never make a deadline check stale. On
+    PostgreSQL it is the database's clock, so a host whose own clock is wrong judges every
+    deadline as the others do. Tests may pass their own."""
     if now is not None:
         return now
     current = getattr(_committing, "db", None)
@@ -800,11 +801,6 @@ class Database:
     async def write(self, unit: Unit[T], *args: Any, **kwargs: Any) -> T:
         """Run one write transaction as one unit on the writer's thread."""
         return await self.on_writer(in_transaction, unit, *args, **kwargs)
-
-    async def write_on_row_locks(self, unit: Unit[T], *args: Any, **kwargs: Any) -> T:
-        """A write that PostgreSQL runs without its write lock (see studio/postgres.py); SQLite
-        has one writer, so here it is a write like any other."""
-        return await self.write(unit, *args, **kwargs)
 
     async def on_writer(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """`call(connection, *args)` on the writer's thread, as one hop."""
@@ -951,3 +947,30 @@ POSTGRES = Dialect("postgresql", tasks_waiting="", join_in_order="JOIN",
 
 def dialect_of(db: Any) -> Dialect:
     return SQLITE if isinstance(db, sqlite3.Connection) else POSTGRES
+
+
+def hold(db: Any, *names: str) -> None:
+    """Lock what a write unit decides on, by name, until its transaction ends: the unit's
+    checks and its writes then see one state, and units that name other things never wait
+    for it. Call it first, before the unit reads what it decides on or reads the clock.
+
+    One name per rule: `account:<actor id>` for an account's own records (its drafts, series
+    counters, customers, payments, bindings), `sign-in:<email>` for the sign-in counts of an
+    email. SQLite's one writer already holds the whole file (`BEGIN IMMEDIATE`), so there it
+    costs nothing; PostgreSQL takes a transaction-scoped advisory lock per name, in one order,
+    and a holder that stops is ended by the connection's timeouts (studio/postgres.py)."""
+    if isinstance(db, sqlite3.Connection):
+        return
+    for key in sorted({lock_key(name) for name in names}):
+        db.execute("SELECT pg_advisory_xact_lock(?)", (key,))
+
+
+def account_lock(actor_id: str) -> str:
+    """The lock name of one account's own records (see `hold`)."""
+    return f"account:{actor_id}"
+
+
+def lock_key(name: str) -> int:
+    """A lock's name as the signed 64-bit number an advisory lock takes."""
+    digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)

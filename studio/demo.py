@@ -16,7 +16,7 @@ import time
 
 from studio import customers, invoices, payments, profiles
 from studio.auth import add_actor
-from studio.db import Database
+from studio.db import Database, hold
 
 DEMO_PASSWORD = "studio-demo"
 
@@ -163,6 +163,7 @@ def seed_full_demo(db: sqlite3.Connection) -> None:
     """What `studio serve --demo` seeds: each account as `seed_demo` makes it, issued a few
     weeks ago (within this year, so this year's series), with its customers, payments, an
     overdue invoice and a credit note; unless the account exists already."""
+    hold(db, "demo")
     now = time.time()
     today = _day_of(now)
     new_year = dt.datetime(today.year, 1, 1, tzinfo=dt.UTC).timestamp()

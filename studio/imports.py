@@ -7,7 +7,7 @@ refuses the whole file.
 
 The whole file is read, checked and normalised before anything is written, and every
 problem is listed by its line (CSV) or item (JSON) and field. Only then does one short
-transaction insert the prepared rows, so a large file holds the write lock for the inserts
+transaction insert the prepared rows, so a large file holds its account for the inserts
 alone and a studio serving the same database keeps answering.
 
 Imports learn customers: a draft names its customer by name, and the owner's customer of that
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from studio import bindings, identifiers, invoices, money
-from studio.db import clock, in_transaction
+from studio.db import account_lock, clock, hold, in_transaction
 from studio.errors import Refusal
 
 CSV_HEADER = ["external_id", "customer", "currency", "due_date", "description", "quantity",
@@ -347,6 +347,7 @@ def _insert(db: sqlite3.Connection, owner_id: str, rows: list[tuple[Prepared, st
     """Bind every new id and insert its draft naming its customer, in the caller's
     transaction; the number of customers made. An id bound meanwhile by another import is
     caught here, where it counts."""
+    hold(db, account_lock(owner_id))
     bound = db.executemany(
         "INSERT INTO request_bindings (actor_id, kind, request_id, fingerprint, target_id,"
         " created_at) VALUES (?, 'import', ?, ?, ?, ?)"
@@ -398,7 +399,7 @@ def _learn_customers(db: sqlite3.Connection, owner_id: str, drafts: list[Prepare
 def import_drafts(db: sqlite3.Connection, owner_id: str, prepared: list[Prepared],
                   dry_run: bool = False, now: float | None = None) -> Outcome:
     """Every new draft of the file in one transaction, or none. Drafts imported before
-    stay as they are; a file with nothing new takes no write lock at all."""
+    stay as they are; a file with nothing new writes nothing at all."""
     for _ in range(3):
         new, already = _sorted_out(db, owner_id, prepared)
         if dry_run or not new:

@@ -11,7 +11,7 @@ from typing import Any
 
 from studio import bindings, logs
 from studio.auth import Actor
-from studio.db import Database, clock, dialect_of
+from studio.db import Database, account_lock, clock, dialect_of, hold
 from studio.errors import Refusal
 from studio.leases import record_event, timestamp
 from studio.providers import AUTO, Providers
@@ -176,6 +176,7 @@ def create_lease(
     """Commit the request binding, the lease and its complete task tree together
     (invariant 1); the binding is checked again here, under BEGIN IMMEDIATE, and so is the
     cap on what one actor may have waiting."""
+    hold(db, account_lock(actor.id))
     now = clock(now)
     receipt = _bound(db, actor.id, request)
     if receipt is not None:

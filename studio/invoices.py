@@ -32,7 +32,7 @@ from studio import (
     profiles,
 )
 from studio.auth import Actor
-from studio.db import Database, after_commit, clock, continue_legacy_series
+from studio.db import Database, account_lock, after_commit, clock, continue_legacy_series, hold
 from studio.errors import Refusal
 from studio.leases import timestamp
 
@@ -339,6 +339,7 @@ def create_draft(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any],
                  ) -> tuple[dict, bool]:
     """A new draft, once per request id (an import's external id is one too): a lost reply
     makes one draft, not two."""
+    hold(db, account_lock(actor_id))
     now = clock(now)
 
     def make(invoice_id: str) -> None:
@@ -379,6 +380,7 @@ def edit_draft(db: sqlite3.Connection, actor_id: str, invoice_id: str, revision:
     """Edit the revision the person saw; a stale one is refused, so no tab loses work. An
     edit that changes nothing writes nothing: the draft keeps its revision, so another tab's
     edit of it still saves."""
+    hold(db, account_lock(actor_id))
     now = clock(now)
     row = _refuse_unless_draft(db, actor_id, invoice_id, revision)
     before = {**dict(row), "line_items": json.loads(row["line_items"])}
@@ -408,6 +410,7 @@ def delete_draft(db: sqlite3.Connection, actor_id: str, invoice_id: str,
     """A draft leaves the person's lists; its row stays for the requests that named it. Its
     attachments go with it, their keys freed, and their files after the commit once nothing
     names them (without `store`, or after a crash, the orphan sweep removes them)."""
+    hold(db, account_lock(actor_id))
     now = clock(now)
     _refuse_unless_draft(db, actor_id, invoice_id)
     db.execute(
@@ -429,6 +432,7 @@ def delete_draft(db: sqlite3.Connection, actor_id: str, invoice_id: str,
 def make_credit_note(db: sqlite3.Connection, actor_id: str, invoice_id: str,
                      request_id: str | None, now: float | None = None) -> tuple[dict, bool]:
     """A draft credit note copied from an issued invoice, to edit down to what is credited."""
+    hold(db, account_lock(actor_id))
     now = clock(now)
     row = owned(db, actor_id, invoice_id)
     if row["status"] != "issued":
@@ -566,6 +570,7 @@ def issue(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: st
     """Issue the reviewed revision of a draft, once per request id, in one transaction:
     binding, ownership, still a draft, the revision (and the customer's, when given),
     complete, the counter, the number, the frozen hash. Returns (receipt, created)."""
+    hold(db, account_lock(actor_id))
     now = clock(now)
     receipt: dict[str, Any] = {}
 

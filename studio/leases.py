@@ -23,7 +23,7 @@ from typing import Any
 
 from studio import logs, metrics, paging
 from studio.auth import Actor, expired_sessions, sessions_of
-from studio.db import Database, after_commit, clock
+from studio.db import Database, account_lock, after_commit, clock, dialect_of, hold
 from studio.errors import Refusal
 from studio.purposes import PURPOSES
 
@@ -65,11 +65,10 @@ def record_proposal(
     A task that already has a proposal keeps it (invariant 5). Anything else is a late
     completion: an event and a log line, never a write. Returns whether the proposal counts.
     """
-    now = clock(now)
-    task = db.execute("SELECT lease_id FROM tasks WHERE id = ?", (task_id,)).fetchone()
-    if task is None:
+    lease_id = _lock_task_and_lease(db, task_id)
+    if lease_id is None:
         return False
-    lease_id = task["lease_id"]
+    now = clock(now)
     saved = db.execute(
         """
         INSERT INTO proposals (id, task_id, lease_id, invoice_id, provider, summary, created_at)
@@ -115,6 +114,9 @@ def record_proposal(
 def fail_task(db: sqlite3.Connection, task_id: str, claim: str, error: str, retry: bool,
               now: float | None = None) -> None:
     """Record a provider error: put the task back for another attempt, or mark it failed."""
+    lease_id = _lock_task_and_lease(db, task_id)
+    if lease_id is None:
+        return
     now = clock(now)
     status = "pending" if retry else "failed"
     changed = db.execute(
@@ -123,10 +125,21 @@ def fail_task(db: sqlite3.Connection, task_id: str, claim: str, error: str, retr
         (status, error[:500], task_id, claim),
     ).rowcount
     if changed:
-        lease_id = db.execute("SELECT lease_id FROM tasks WHERE id = ?", (task_id,)).fetchone()[0]
         record_event(db, lease_id, "provider_error", f"task {task_id}: {error[:200]}", now)
         if not retry:
             settle(db, lease_id, now)
+
+
+def _lock_task_and_lease(db: sqlite3.Connection, task_id: str) -> str | None:
+    """Lock the task's row, then its lease's (always in that order), and name the lease: a
+    claim cannot take the task over while its proposal is being saved, and of two tasks
+    finishing at once the second to settle sees the first finished."""
+    lock = dialect_of(db).for_update
+    task = db.execute(f"SELECT lease_id FROM tasks WHERE id = ? {lock}", (task_id,)).fetchone()
+    if task is None:
+        return None
+    db.execute(f"SELECT 1 FROM leases WHERE id = ? {lock}", (task["lease_id"],))
+    return task["lease_id"]
 
 
 def settle(db: sqlite3.Connection, lease_id: str, now: float) -> None:
@@ -166,9 +179,10 @@ def settle(db: sqlite3.Connection, lease_id: str, now: float) -> None:
 def expire_due(db: sqlite3.Connection, now: float | None = None) -> int:
     """Expire every live lease whose deadline has passed; the deadline wins a silent client."""
     now = clock(now)
+    # Locked, passing over a lease an apply or a proposal holds: it is expired next round.
     due_rows = db.execute(
-        "SELECT id, actor_id, status FROM leases"
-        " WHERE status IN ('open', 'proposed') AND deadline_at <= ?",
+        "SELECT id, actor_id, status FROM leases WHERE status IN ('open', 'proposed')"
+        f" AND deadline_at <= ? {dialect_of(db).skip_locked_row}",
         (now,),
     ).fetchall()
     due = [row["id"] for row in due_rows]
@@ -203,7 +217,7 @@ def end_session(db: sqlite3.Connection, session_id: str, now: float | None = Non
     db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
     live = db.execute(
         "SELECT id, actor_id, status FROM leases"
-        " WHERE session_id = ? AND status IN ('open', 'proposed')",
+        f" WHERE session_id = ? AND status IN ('open', 'proposed') {dialect_of(db).for_update}",
         (session_id,),
     ).fetchall()
     expire_leases(db, live, reason, now)
@@ -247,10 +261,14 @@ def end_expired_sessions(db: sqlite3.Connection, idle_seconds: float, max_second
     return len(expired)
 
 
-def _own_lease(db: sqlite3.Connection, lease_id: str, actor_id: str) -> sqlite3.Row | None:
-    """The lease if it is this actor's; another actor's lease is as absent as a made-up id."""
+def _own_lease(db: sqlite3.Connection, lease_id: str, actor_id: str, lock: bool = False
+               ) -> sqlite3.Row | None:
+    """The lease if it is this actor's; another actor's lease is as absent as a made-up id.
+    A write `lock`s it until its transaction ends: the sweeper and a worker's proposal wait."""
     return db.execute(
-        "SELECT * FROM leases WHERE id = ? AND actor_id = ?", (lease_id, actor_id)
+        f"SELECT * FROM leases WHERE id = ? AND actor_id = ?"
+        f" {dialect_of(db).for_update if lock else ''}",
+        (lease_id, actor_id),
     ).fetchone()
 
 
@@ -271,8 +289,9 @@ def cancel(db: sqlite3.Connection, lease_id: str, actor_id: str,
            now: float | None = None) -> str:
     """Reject a live lease; a lease past its deadline is expired instead, in this transaction.
     Returns the outcome code: `rejected` or the refusal to raise after commit."""
+    hold(db, account_lock(actor_id))
     now = clock(now)
-    lease = _own_lease(db, lease_id, actor_id)
+    lease = _own_lease(db, lease_id, actor_id, lock=True)
     if lease is None:
         return "lease_not_found"
     if _expire_if_due(db, lease, now):
@@ -296,8 +315,9 @@ def apply(
     """The person's decision, in one transaction (invariant 4): 404 unless the actor's,
     409 unless proposed, 409 `lease_expired` past the deadline (expiring it here), and each
     invoice write also requires `owner_id = actor`. Returns `applied` or a refusal code."""
+    hold(db, account_lock(actor_id))
     now = clock(now)
-    lease = _own_lease(db, lease_id, actor_id)
+    lease = _own_lease(db, lease_id, actor_id, lock=True)
     if lease is None:
         return "lease_not_found"
     if _expire_if_due(db, lease, now):
@@ -335,7 +355,7 @@ def apply(
         " WHERE id = ? AND actor_id = ? AND status = 'proposed' AND deadline_at > ?",
         (now, lease_id, actor_id, now),
     ).rowcount
-    if applied != 1:  # unreachable inside BEGIN IMMEDIATE; kept so no write survives if not
+    if applied != 1:  # unreachable with the lease row locked; kept so no write survives if not
         raise Refusal("lease_not_found")
     record_event(db, lease_id, "applied", f"{len(chosen)} invoices", now)
     _changed(lease_id, actor_id, "proposed", "applied", "applied")

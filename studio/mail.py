@@ -16,6 +16,7 @@ import email.utils
 import functools
 import re
 import smtplib
+import socket
 import ssl
 import unicodedata
 from dataclasses import dataclass, field
@@ -25,7 +26,14 @@ from urllib.parse import unquote, urlsplit
 
 import idna
 
-SMTP_TIMEOUT_S = 20.0
+# How long each step of a conversation waits, as RFC 5321 4.5.3.2 says: a mail server that
+# keeps a message and answers late must not be given it again. A connection that does not open
+# is a server away, tried again soon.
+CONNECT_TIMEOUT_S = 30.0
+REPLY_TIMEOUT_S = 300.0  # the greeting, MAIL, RCPT and every other command: 5 minutes
+DATA_INITIATION_TIMEOUT_S = 120.0  # DATA's 354: 2 minutes
+DATA_BLOCK_TIMEOUT_S = 180.0  # sending the message: 3 minutes each block
+DATA_TERMINATION_TIMEOUT_S = 600.0  # the reply to the final ".": 10 minutes
 DEFAULT_PORTS = {"smtp": 587, "smtps": 465}
 LOOPBACK = {"localhost", "127.0.0.1", "::1"}
 MAX_ADDRESS = 254  # RFC 5321's longest path, less its angle brackets
@@ -258,7 +266,7 @@ def judged(code: int, text: bytes | str) -> Outcome:
     return Outcome("failed" if 500 <= code < 600 else "retry", reply)
 
 
-def deliver(server: MailServer, message: EmailMessage, timeout: float = SMTP_TIMEOUT_S
+def deliver(server: MailServer, message: EmailMessage, timeout: float = REPLY_TIMEOUT_S
             ) -> Outcome:
     """One SMTP conversation, blocking: the message to every recipient, or the reason not.
     Some recipients refused while others took it is `sent`, the refusals in the reply."""
@@ -285,11 +293,52 @@ def deliver(server: MailServer, message: EmailMessage, timeout: float = SMTP_TIM
         return Outcome("retry", f"{type(error).__name__}: {error}".strip())
 
 
+class _Client(smtplib.SMTP):
+    """smtplib's client, whose connection opens within CONNECT_TIMEOUT_S and then waits for
+    each reply as long as its `timeout`."""
+
+    def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
+        sock = super()._get_socket(host, port, min(timeout, CONNECT_TIMEOUT_S))
+        sock.settimeout(timeout)
+        return sock
+
+
+class _TlsClient(smtplib.SMTP_SSL):
+    def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
+        sock = super()._get_socket(host, port, min(timeout, CONNECT_TIMEOUT_S))
+        sock.settimeout(timeout)
+        return sock
+
+
+def _data(client: smtplib.SMTP, payload: bytes) -> tuple[int, bytes]:
+    """DATA as smtplib sends it, each of its three waits as long as RFC 5321 says: the reply
+    to the final "." may take 10 minutes, and a server that took the message answers then."""
+    assert client.sock is not None
+    waited = client.sock.gettimeout()
+    try:
+        client.sock.settimeout(DATA_INITIATION_TIMEOUT_S)
+        client.putcmd("data")
+        code, reply = client.getreply()
+        if code != 354:
+            raise smtplib.SMTPDataError(code, reply)
+        lines = re.sub(rb"\r\n|\n|\r(?!\n)", b"\r\n", payload)
+        lines = re.sub(rb"(?m)^\.", b"..", lines)  # a line's leading dot doubled
+        if not lines.endswith(b"\r\n"):
+            lines += b"\r\n"
+        client.sock.settimeout(DATA_BLOCK_TIMEOUT_S)
+        client.send(lines + b".\r\n")
+        client.sock.settimeout(DATA_TERMINATION_TIMEOUT_S)
+        return client.getreply()
+    finally:
+        if client.sock is not None:
+            client.sock.settimeout(waited)
+
+
 def _connect(server: MailServer, timeout: float) -> smtplib.SMTP:
     tls = ssl.create_default_context()
     if server.scheme == "smtps":
-        return smtplib.SMTP_SSL(server.host, server.port, timeout=timeout, context=tls)
-    client = smtplib.SMTP(server.host, server.port, timeout=timeout)
+        return _TlsClient(server.host, server.port, timeout=timeout, context=tls)
+    client = _Client(server.host, server.port, timeout=timeout)
     client.ehlo_or_helo_if_needed()
     if client.has_extn("starttls"):
         client.starttls(context=tls)
@@ -327,8 +376,8 @@ def _conversation(client: smtplib.SMTP, server: MailServer, sender: str,
         final = [outcome for _, outcome in refused if outcome.status == "failed"]
         worst = (final or [outcome for _, outcome in refused])[0]
         return Outcome(worst.status, "; ".join(f"{a}: {o.reply}" for a, o in refused))
-    code, text = client.data(message.as_bytes(policy=SMTPUTF8) if beyond_ascii
-                             else message.as_bytes())
+    code, text = _data(client, message.as_bytes(policy=SMTPUTF8) if beyond_ascii
+                       else message.as_bytes())
     outcome = judged(code, text)
     if outcome.status == "sent" and refused:
         return Outcome("sent", outcome.reply + "; not delivered to "

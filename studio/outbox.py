@@ -14,10 +14,11 @@ import logging
 import sqlite3
 import unicodedata
 import uuid
+from decimal import Decimal
 from typing import Any
 
-from studio import balances, bindings, identifiers, mail, shares
-from studio.db import after_commit, clock, dialect_of
+from studio import balances, bindings, identifiers, mail, presence, shares
+from studio.db import account_lock, after_commit, clock, dialect_of, hold
 from studio.errors import Refusal
 from studio.invoices import owned
 from studio.leases import timestamp
@@ -34,6 +35,7 @@ DAY = 86400.0
 # to take it: the send is failed with its last reply, and nothing tries it for ever.
 GIVE_UP_AFTER_DAYS = 3
 GIVE_UP_AFTER_S = GIVE_UP_AFTER_DAYS * DAY
+CLAIMED_BY = ":send:"  # a claim is `<worker><CLAIMED_BY><random>`
 
 
 # --- what a person asks ----------------------------------------------------------------------
@@ -165,6 +167,7 @@ def queue(db: sqlite3.Connection, actor_id: str, invoice_id: str, binding: str,
           ) -> tuple[dict[str, Any], bool]:
     """Write the send with its request binding, in one transaction: (the send, created).
     The same request again answers the send it made, whatever happened since."""
+    hold(db, account_lock(actor_id))
     now = clock(now)
     kind = KINDS[binding]
     invoice = owned(db, actor_id, invoice_id)
@@ -246,6 +249,27 @@ def sending_of(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> dict[s
 # --- delivery --------------------------------------------------------------------------------
 
 
+def reminder_not_due(db: sqlite3.Connection, send: dict[str, Any]) -> str | None:
+    """Why a queued reminder must not go out any more, in plain words: since it was queued,
+    its invoice was paid or credited in full. None while something is left to pay, and for
+    every other send."""
+    if send["kind"] != "reminder":
+        return None
+    invoice = db.execute("SELECT * FROM invoices WHERE id = ? AND owner_id = ?",
+                         (send["invoice_id"], send["owner_id"])).fetchone()
+    if invoice is None:
+        return None
+    standing = balances.worked_out(db, invoice)
+    if standing["payment_status"] != "paid":
+        return None
+    paid = Decimal(standing["amount_paid"]) > 0
+    credited = Decimal(standing["amount_credited"]) > 0
+    how = ("paid and credited in full" if paid and credited
+           else "credited in full by a credit note" if credited else "paid in full")
+    return (f"Not sent: invoice {invoice['number']} was {how} after this reminder was"
+            " queued, so nothing is left to pay and the customer was not reminded.")
+
+
 def any_due(db: sqlite3.Connection, now: float | None = None) -> bool:
     """Whether a send waits for a try now (a cheap look before claiming)."""
     now = clock(now)
@@ -256,8 +280,10 @@ def any_due(db: sqlite3.Connection, now: float | None = None) -> bool:
 
 def claim(db: sqlite3.Connection, claim_token: str, claim_seconds: float,
           now: float | None = None) -> dict[str, Any] | None:
-    """Take a send whose try is due, or one whose claim timed out (its worker died mid-try):
-    only the claim's holder may record how the try went.
+    """Take a send whose try is due, or one whose claim timed out and whose worker is gone
+    (`presence.gone`): only the claim's holder may record how the try went, and a worker
+    that lives keeps its send however long it takes to record, so one request is one email
+    unless a worker died before it could record.
 
     Accounts take turns, as tasks' actors do (`worker.claim_task`): the account whose email
     was claimed longest ago goes next, with its send waiting longest, so one account's
@@ -268,21 +294,19 @@ def claim(db: sqlite3.Connection, claim_token: str, claim_seconds: float,
     too; a send stranded that way past GIVE_UP_AFTER_DAYS is failed instead (`give_up_stranded`)."""
     now = clock(now)
     give_up_stranded(db, now)
-    row = db.execute(
-        f"""
-        UPDATE sends SET claim = :claim, claim_expires_at = :expires, attempts = attempts + 1
-         WHERE id = (SELECT id FROM sends
-                      WHERE status = 'queued' AND next_attempt_at <= :now
-                        AND (claim IS NULL OR claim_expires_at <= :now)
-                      ORDER BY COALESCE((SELECT turn FROM send_turns
-                                          WHERE send_turns.actor_id = sends.owner_id), 0),
-                               next_attempt_at
-                      LIMIT 1 {dialect_of(db).skip_locked_row})
-           AND status = 'queued' AND (claim IS NULL OR claim_expires_at <= :now)
-        RETURNING id, owner_id, invoice_id, kind, recipient, cc, subject, message,
-                  message_id, attempts, created_at
-        """,
-        {"claim": claim_token, "expires": now + claim_seconds, "now": now}).fetchone()
+    args = {"claim": claim_token, "expires": now + claim_seconds, "now": now}
+    row = _take(db, "claim IS NULL", args)
+    if row is None:
+        for stale in db.execute(
+                "SELECT claim FROM sends WHERE status = 'queued' AND next_attempt_at <= :now"
+                " AND claim IS NOT NULL AND claim_expires_at <= :now"
+                f" ORDER BY next_attempt_at LIMIT 20 {dialect_of(db).skip_locked_row}",
+                args).fetchall():
+            if presence.gone(db, holder_of(stale["claim"])):
+                row = _take(db, "claim = :stale AND claim_expires_at <= :now",
+                            {**args, "stale": stale["claim"]})
+                if row is not None:
+                    break
     if row is None:
         return None
     db.execute(
@@ -290,6 +314,23 @@ def claim(db: sqlite3.Connection, claim_token: str, claim_seconds: float,
         " VALUES (?, (SELECT COALESCE(MAX(turn), 0) + 1 FROM send_turns))"
         " ON CONFLICT (actor_id) DO UPDATE SET turn = excluded.turn", (row["owner_id"],))
     return dict(row)
+
+
+def _take(db: sqlite3.Connection, which: str, args: dict[str, Any]) -> Any:
+    """The claim of the first queued send due now that `which` names, accounts in turn."""
+    return db.execute(
+        f"""
+        UPDATE sends SET claim = :claim, claim_expires_at = :expires, attempts = attempts + 1
+         WHERE id = (SELECT id FROM sends
+                      WHERE status = 'queued' AND next_attempt_at <= :now AND {which}
+                      ORDER BY COALESCE((SELECT turn FROM send_turns
+                                          WHERE send_turns.actor_id = sends.owner_id), 0),
+                               next_attempt_at
+                      LIMIT 1 {dialect_of(db).skip_locked_row})
+           AND status = 'queued' AND {which}
+        RETURNING id, owner_id, invoice_id, kind, recipient, cc, subject, message,
+                  message_id, attempts, created_at
+        """, args).fetchone()
 
 
 def stranded_reply(attempts: int, last_reply: str) -> str:
@@ -377,4 +418,9 @@ def keep_claims(db: sqlite3.Connection, claims: list[str], claim_seconds: float)
 
 
 def new_claim(worker_name: str) -> str:
-    return f"{worker_name}:send:{uuid.uuid4().hex}"
+    return f"{worker_name}{CLAIMED_BY}{uuid.uuid4().hex}"
+
+
+def holder_of(claim_token: str) -> str:
+    """The worker a claim belongs to (`new_claim`)."""
+    return claim_token.rsplit(CLAIMED_BY, 1)[0]

@@ -18,7 +18,7 @@ from typing import Any
 
 from studio import balances, bindings, identifiers, invoices, logs, money
 from studio.auth import Actor
-from studio.db import Database, clock
+from studio.db import Database, account_lock, clock, hold
 from studio.errors import Refusal
 from studio.leases import timestamp
 
@@ -127,6 +127,7 @@ def record_payment(db: sqlite3.Connection, actor_id: str, invoice_id: str, reque
     the invoice payable, the amount within what is due with the balance row locked, the
     payment, the balance settled. Returns (payment, created); the same id with other input
     is refused, and `amount_due` never goes below zero, whatever payments race."""
+    hold(db, account_lock(actor_id))
     now = clock(now)
     payment: dict[str, Any] = {}
 
@@ -176,6 +177,7 @@ def void_payment(db: sqlite3.Connection, actor_id: str, payment_id: str,
                  now: float | None = None) -> dict[str, Any]:
     """Void a payment: it stays, marked voided, and no longer counts. Voiding it again
     answers the same voided payment."""
+    hold(db, account_lock(actor_id))
     now = clock(now)
     row = _owned(db, actor_id, payment_id)
     if row["voided_at"] is None:

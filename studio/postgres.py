@@ -7,10 +7,14 @@ name or place), so a unit never knows which database it runs on. What must diffe
 two is named in one place each: the placeholders and list matching (`translate`), the write
 lock (`BEGIN IMMEDIATE` below), the clock (`database_clock`), the schema (studio/pg_schema.py).
 
-Writes are one at a time, as on SQLite: every write transaction first takes one
-transaction-scoped advisory lock, so a unit's checks and its writes see one state, on every
-host, with no lock order to get wrong and nothing to deadlock on. Reads never wait for it:
-each read runs in a REPEATABLE READ snapshot.
+No write waits for the whole cluster: a write transaction runs in READ COMMITTED and each
+unit locks what it decides on (`studio.db.hold`: an account's records, an email's sign-in
+counts; `FOR UPDATE` on the rows it changes), so two accounts' writes never queue behind each
+other, on one host or many. Reads never wait: each runs in a REPEATABLE READ snapshot.
+
+A host that stops while it holds a lock (paused, cable cut, power lost) holds it for seconds,
+not hours: every connection ends a transaction left idle, a statement that runs too long and a
+wait for a lock (`TIMEOUTS`), and TCP keepalives on both ends notice a peer that is gone.
 """
 
 from __future__ import annotations
@@ -39,25 +43,36 @@ from studio.errors import NUL_TEXT, Refusal
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# pg_advisory_xact_lock keys: the one write lock, and the lock the first process to start
-# holds while it migrates.
-WRITE_LOCK = 0x5354_5544_494F
-MIGRATION_LOCK = WRITE_LOCK + 1
+# The lock the first process to start holds while it migrates (pg_advisory_lock).
+MIGRATION_LOCK = 0x5354_5544_494F + 1
 
-# Transaction statements, sent as they are (no placeholders: one round trip for both).
+# Transaction statements, sent as they are. A write runs in READ COMMITTED: each statement
+# sees the latest commits, so a unit that waited for a lock (`studio.db.hold`, FOR UPDATE)
+# reads what the holder wrote, and a row locked after a wait is read again before it changes.
 STATEMENTS = {
-    "BEGIN IMMEDIATE": f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})",
+    "BEGIN IMMEDIATE": "BEGIN ISOLATION LEVEL READ COMMITTED",
     "BEGIN": "BEGIN ISOLATION LEVEL REPEATABLE READ",
     "COMMIT": "COMMIT",
     "ROLLBACK": "ROLLBACK",
 }
-# A write whose unit keeps itself right by row locks alone (the claim): no write lock, and
-# READ COMMITTED, so each statement sees the latest commits and a row locked after a wait is
-# read again before it is changed.
-ON_ROW_LOCKS = {**STATEMENTS, "BEGIN IMMEDIATE": "BEGIN ISOLATION LEVEL READ COMMITTED"}
-# A write waits this long for the write lock before it is answered 503 database_busy, as
-# SQLite's busy timeout.
-LOCK_TIMEOUT_MS = 30_000
+# How long a stopped holder can keep what it locked, and how long a write waits for a lock
+# before it is answered 503 database_busy (Retry-After): the wait outlasts the idle limit, so
+# a write of the account a paused host was writing gets through once that host's transaction
+# is ended. Set on every connection of the studio's own; a migration lifts the two limits
+# that a long migration could meet.
+IDLE_IN_TRANSACTION_MS = 10_000
+STATEMENT_TIMEOUT_MS = 30_000
+LOCK_TIMEOUT_MS = 15_000
+TIMEOUTS = (f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS};"
+            f" SET statement_timeout = {STATEMENT_TIMEOUT_MS};"
+            f" SET lock_timeout = {LOCK_TIMEOUT_MS};"
+            # The server's end of the connection: a client host gone dead is noticed in about
+            # 25 s, and its session (with whatever it held) ended.
+            " SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5;"
+            " SET tcp_keepalives_count = 3; SET TIME ZONE 'UTC'")
+# The client's end: a database host gone dead is noticed as quickly.
+KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5,
+              "keepalives_count": 3}
 RETRIES = 3
 # How long a request waits for a pooled connection: past it, 503 (busy, or the database away).
 POOL_WAIT_S = 5.0
@@ -154,16 +169,14 @@ def as_sqlite_error(error: psycopg.Error) -> Exception:
 class Connection:
     """A psycopg connection that runs the units written for sqlite3's."""
 
-    def __init__(self, raw: psycopg.Connection[Any], statements: dict[str, str] = STATEMENTS
-                 ) -> None:
+    def __init__(self, raw: psycopg.Connection[Any]) -> None:
         self.raw = raw
-        self.statements = statements
         raw.row_factory = _rows  # type: ignore[assignment]
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()
                 ) -> psycopg.Cursor[Any]:
         try:
-            statement = self.statements.get(sql.strip())
+            statement = STATEMENTS.get(sql.strip())
             if statement is not None:
                 return self.raw.execute(statement.encode())
             return self.raw.execute(translate(sql), _values(params))  # type: ignore[arg-type]
@@ -217,14 +230,13 @@ def _values(params: Sequence[Any] | dict[str, Any]) -> Sequence[Any] | dict[str,
 
 
 def _set_up(raw: psycopg.Connection[Any]) -> None:
-    raw.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
-    raw.execute("SET TIME ZONE 'UTC'")
+    raw.execute(TIMEOUTS.encode())
 
 
 def connect(url: str) -> Connection:
     """One connection for a one-shot command, unit by unit in transactions of its own."""
     try:
-        raw = psycopg.connect(url, autocommit=True, connect_timeout=10)
+        raw = psycopg.connect(url, autocommit=True, connect_timeout=10, **KEEPALIVES)
         _set_up(raw)
     except psycopg.Error as error:
         raise as_sqlite_error(error) from error
@@ -254,6 +266,7 @@ def prepare(url: str) -> None:
 
     db = connect(url)
     try:
+        db.raw.execute("SET statement_timeout = 0; SET lock_timeout = 0")
         db.raw.execute(f"SELECT pg_advisory_lock({MIGRATION_LOCK})")
         version = schema_version(db)
         if version > len(MIGRATIONS):
@@ -316,7 +329,7 @@ class PgDatabase:
             self.pool_size, thread_name_prefix="studio-db")
         self._pool = psycopg_pool.ConnectionPool(
             self.url, min_size=min(2, self.pool_size), max_size=self.pool_size,
-            kwargs={"autocommit": True, "connect_timeout": 10}, configure=_set_up,
+            kwargs={"autocommit": True, "connect_timeout": 10, **KEEPALIVES}, configure=_set_up,
             open=False, timeout=POOL_WAIT_S)
         await asyncio.to_thread(self._pool.open, True, 30.0)
         return self
@@ -330,12 +343,12 @@ class PgDatabase:
         self._pool, self._threads = None, None
 
     def _run(self, call: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any],
-             retry: bool, statements: dict[str, str]) -> T:
+             retry: bool) -> T:
         assert self._pool is not None, "the database is not open"
         for attempt in range(RETRIES + 1):
             try:
                 with self._pool.connection() as raw:
-                    return call(Connection(raw, statements), *args, **kwargs)
+                    return call(Connection(raw), *args, **kwargs)
             except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected):
                 if not retry or attempt == RETRIES:
                     raise
@@ -347,22 +360,15 @@ class PgDatabase:
         raise AssertionError("unreachable")
 
     async def _on_thread(self, call: Callable[..., T], *args: Any, retry: bool = False,
-                         statements: dict[str, str] = STATEMENTS, **kwargs: Any) -> T:
+                         **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            self._threads, functools.partial(self._run, call, args, kwargs, retry, statements))
+            self._threads, functools.partial(self._run, call, args, kwargs, retry))
 
     async def write(self, unit: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """One write transaction, under the write lock; run again if it lost a conflict."""
+        """One write transaction; run again if it lost a conflict (a deadlock between units that
+        lock rows in other orders, or a serialization failure)."""
         return await self._on_thread(in_transaction, unit, *args, retry=True, **kwargs)
-
-    async def write_on_row_locks(self, unit: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """One write transaction without the write lock, for a unit that is right on row locks
-        alone: every row it changes it locks and checks again, and it changes nothing a unit
-        under the write lock decides on (the claim of a waiting task). Writes under the lock
-        and this one neither wait for each other nor for the lock's queue."""
-        return await self._on_thread(in_transaction, unit, *args, retry=True,
-                                     statements=ON_ROW_LOCKS, **kwargs)
 
     async def on_writer(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await self._on_thread(call, *args, **kwargs)

@@ -14,7 +14,7 @@ from PIL import Image
 
 from studio import identifiers
 from studio.auth import Actor
-from studio.db import Database, clock
+from studio.db import Database, account_lock, clock, hold
 from studio.errors import Refusal
 
 FIELDS = ("name", "address", "country", "vat_id", "tax_number", "email", "iban", "bic",
@@ -84,6 +84,7 @@ def save(db: sqlite3.Connection, actor_id: str, profile: dict[str, str],
     """Issued invoices keep the seller frozen in them; only later ones see the change. A field
     the profile leaves out is saved empty; the logo changes only when one is given or
     removed."""
+    hold(db, account_lock(actor_id))
     now = clock(now)
     fields = {**EMPTY, **{name: profile[name] for name in FIELDS if name in profile}}
     db.execute(

@@ -19,7 +19,7 @@ import uuid
 from typing import Any, NamedTuple
 
 from studio import invoices
-from studio.db import Database, clock
+from studio.db import Database, account_lock, clock, hold
 from studio.errors import Refusal
 from studio.leases import timestamp
 
@@ -62,6 +62,7 @@ def mint(db: sqlite3.Connection, actor_id: str, invoice_id: str, now: float | No
 def create(db: sqlite3.Connection, actor_id: str, invoice_id: str, days: float,
            now: float | None = None) -> dict[str, Any]:
     """A new link, as the API answers it: its token (shown this once) and when it expires."""
+    hold(db, account_lock(actor_id))
     link_id, token = mint(db, actor_id, invoice_id, now, days)
     expires_at = db.execute("SELECT expires_at FROM share_links WHERE id = ?",
                             (link_id,)).fetchone()[0]
@@ -71,6 +72,7 @@ def create(db: sqlite3.Connection, actor_id: str, invoice_id: str, days: float,
 def revoke(db: sqlite3.Connection, actor_id: str, invoice_id: str, now: float | None = None
            ) -> int:
     """Every live link of the actor's invoice stops opening; how many there were."""
+    hold(db, account_lock(actor_id))
     now = clock(now)
     invoices.owned(db, actor_id, invoice_id)
     return db.execute(
@@ -141,4 +143,4 @@ def _viewed(db: sqlite3.Connection, link_id: str, now: float | None = None) -> N
 async def record_view(db: Database, link_id: str) -> None:
     """One more view of a live link; the first one's time is kept. One row, on its row lock
     alone: a busy link does not queue behind the studio's other writes."""
-    await db.write_on_row_locks(_viewed, link_id)
+    await db.write(_viewed, link_id)

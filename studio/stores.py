@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.responses import FileResponse, Response, StreamingResponse
 
-from studio.db import after_commit, clock, in_transaction, sync_path
+from studio.db import account_lock, after_commit, clock, hold, in_transaction, sync_path
 from studio.errors import Refusal
 from studio.uploads import FilePart, Part, Upload, remove_if_abandoned
 
@@ -105,7 +105,9 @@ def is_named(db: sqlite3.Connection, actor_id: str, sha256: str) -> bool:
 
 
 def remove_unnamed(db: sqlite3.Connection, store: Store, candidates: Files) -> int:
-    """Remove those of the (actor, sha256) bytes no attachment names, under the write lock."""
+    """Remove those of the (actor, sha256) bytes no attachment names, with their accounts
+    locked (`hold`), so no attachment of theirs can name the bytes meanwhile."""
+    hold(db, *(account_lock(actor_id) for actor_id, _ in candidates))
     removed = 0
     for actor_id, sha256 in candidates:
         if not is_named(db, actor_id, sha256):
@@ -129,7 +131,7 @@ class FileStore:
 
     A file cannot join a transaction, so an upload streams to a temporary file in `incoming`
     (counted, hashed, fsynced), is linked into place under its hash before the binding, and
-    the binding checks again under the write lock that it is still there.
+    the binding checks again, with the account held, that it is still there.
     """
 
     def __init__(self, folder: Path) -> None:
@@ -178,7 +180,7 @@ class FileStore:
 
     def keep(self, db: sqlite3.Connection, upload: Upload, actor_id: str) -> None:
         # A delete or sweep that ran between placing and binding may have removed the file:
-        # it is put back while the write lock keeps both out.
+        # it is put back while the account held keeps both out.
         if not self.path_of(actor_id, upload.sha256).exists():
             self.place(upload, actor_id)
 
@@ -187,7 +189,7 @@ class FileStore:
 
     def forget(self, db: sqlite3.Connection, files: Files) -> None:
         """Once the transaction that deleted their rows commits, remove those of the files no
-        attachment names any more, checked again under the write lock."""
+        attachment names any more, checked again with their accounts held."""
         if files:
             after_commit(lambda: in_transaction(db, remove_unnamed, self, files))
 
@@ -245,7 +247,7 @@ class DatabaseStore:
     """Bytes in the database, in chunk rows, so every host sharing it finds them.
 
     An upload writes its chunks under an id of its own (`stored_files` with no sha256 yet) in
-    short transactions outside the write lock: nothing else reads bytes that are not bound, so
+    short transactions that hold no account: nothing else reads bytes that are not bound, so
     nothing waits for a body arriving over the network. The binding's transaction then names
     them by their hash, or drops them if the actor stored the same bytes before. A delete
     removes the bytes in its own transaction once no attachment names them.
@@ -320,7 +322,7 @@ class DatabaseStore:
 
 class ChunkPart:
     """An upload's bytes as chunk rows under an id of its own, each written in a short
-    transaction that takes no write lock, so a slow body never holds up other writers."""
+    transaction that holds no account, so a slow body never holds up other writers."""
 
     def __init__(self, db: Database, actor_id: str) -> None:
         self.db, self.actor_id = db, actor_id
@@ -416,6 +418,13 @@ def _whole(db: sqlite3.Connection, sha256: str, file_id: str, size: int, chunks:
 def _remove_orphans(db: sqlite3.Connection, grace_s: float, now: float | None) -> int:
     """Bytes of uploads that died before binding, idle past the grace period, and bytes no
     attachment names (a crash between a delete and its removal, a restore by hand)."""
+    # Bytes nobody names may be named by an attachment being bound: their accounts are locked
+    # first, as `remove_unnamed` does, and the delete checks again once they are held.
+    owners = [row[0] for row in db.execute(
+        "SELECT DISTINCT owner_id FROM stored_files WHERE sha256 IS NOT NULL AND NOT EXISTS"
+        " (SELECT 1 FROM attachments WHERE attachments.owner_id = stored_files.owner_id"
+        " AND attachments.sha256 = stored_files.sha256)")]
+    hold(db, *(account_lock(owner) for owner in owners))
     before = clock(now) - grace_s
     abandoned = db.execute("DELETE FROM stored_files WHERE sha256 IS NULL AND written_at < ?",
                            (before,)).rowcount

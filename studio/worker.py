@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from studio import documents, facturx, leases, mail, metrics, outbox
+from studio import documents, facturx, leases, mail, metrics, outbox, presence
 from studio.auth import expired_sessions
 from studio.config import Settings
 from studio.db import Database, DatabaseUnavailable, clock, dialect_of
@@ -31,7 +31,13 @@ IDLE_WAIT_S = 0.5
 SWEEP_EVERY_S = 0.5
 SESSION_SWEEP_ROUNDS = 10  # sessions last hours: a look every five seconds is plenty
 DELIVERY_SLOTS = 4  # emails in flight at once per worker
-RECORD_TRIES = 10  # an outcome the database could not take yet is written again, a second apart
+# An outcome the database cannot take yet is written again, after 1 s, 2 s, ... at most 5 s.
+RECORD_FIRST_WAIT_S = 1.0
+RECORD_MOST_WAIT_S = 5.0
+
+
+class NotDue(Exception):
+    """A reminder whose invoice has nothing left to pay, with why in plain words."""
 
 
 @dataclass(frozen=True)
@@ -62,12 +68,12 @@ def claim_task(
     task (deadline, then position), so one actor's big batch cannot hold back another's task.
     A worker only takes tasks for `providers` it has, so it never robs one that can run them.
 
-    Without `take_over` the claim is right on row locks alone, so it may run without the write
-    lock: a pending task is changed by nothing but claims, and the row lock and the status
-    checked again keep two claims apart. A timed-out claim is only taken over under the write
-    lock, since its first holder may be recording the task's proposal at that moment. This
-    unit writes nothing else: an unreadable invoice is returned marked, for the caller to
-    fail under the write lock (`leases.fail_task` settles the lease)."""
+    The claim is right on row locks alone: a pending task is changed by nothing but claims,
+    and the row lock and the status checked again keep two claims apart. A timed-out claim is
+    taken over only once its first holder is not saving the task's proposal: saving locks the
+    task's row (`leases.record_proposal`), which the claim passes over, and a task saved
+    meanwhile is no longer running. This unit writes nothing else: an unreadable invoice is
+    returned marked, for the caller to fail (`leases.fail_task` settles the lease)."""
     now = clock(now)
     sql = dialect_of(db)
     known = None if providers is None else json.dumps(providers)
@@ -146,7 +152,7 @@ def _waiting(status: str) -> str:
 def what_to_claim(db: sqlite3.Connection, providers: list[str] | None = None,
                   now: float | None = None) -> tuple[bool, bool]:
     """(a task waits, a claim timed out), each of an open lease with its deadline ahead: a
-    read, so an idle worker looks without taking the write lock (`Worker.claim`)."""
+    read, so an idle worker looks without writing (`Worker.claim`)."""
     sql = dialect_of(db)
     args = {"now": clock(now), "known": None if providers is None else json.dumps(providers)}
 
@@ -170,9 +176,9 @@ def any_timed_out(db: sqlite3.Connection) -> bool:
 
 def keep_claims(db: sqlite3.Connection, claims: list[str], claim_seconds: float) -> int:
     """A working worker keeps its claims alive. Claims that timed out anyway (their worker
-    stopped, or lost the database too long) go back to waiting, under the write lock as
-    `claim_task` asks, so that a busy queue, whose claims never look past its waiting tasks,
-    still takes them over soon. Returns how many went back."""
+    stopped, or lost the database too long) go back to waiting, so that a busy queue, whose
+    claims never look past its waiting tasks, still takes them over soon. Returns how many
+    went back."""
     now = clock(None)
     if claims:
         db.executemany(
@@ -278,13 +284,12 @@ class Worker:
         self._held.add(claim)
         seconds = self.settings.claim_seconds
         try:
-            # A look first, so an idle worker's poll takes no write lock at all. Then a
-            # waiting task on row locks alone; only when none was taken, a timed-out claim,
-            # under the write lock (see claim_task).
+            # A look first, so an idle worker's poll writes nothing at all. Then a waiting
+            # task; only when none was taken, a timed-out claim (see claim_task).
             waiting, timed_out = await self.db.read(what_to_claim, self._can_run)
             task = None
             if waiting:
-                task = await self.db.write_on_row_locks(
+                task = await self.db.write(
                     claim_task, claim, seconds, providers=self._can_run, take_over=False)
             if task is None and timed_out:
                 task = await self.db.write(claim_task, claim, seconds, providers=self._can_run)
@@ -380,6 +385,11 @@ class Delivery:
 
     async def run(self) -> None:
         log.info("delivering email through %s", self.server)
+        # Held while this process lives: a claim of ours that timed out meanwhile is still
+        # ours (`outbox.claim`), so no email is sent twice while we live.
+        here = presence.Presence(self.name, str(self.settings.db_path.resolve()),
+                                 self.settings.database_url or None)
+        await here.start()
         keeper = asyncio.create_task(self._keep_claims_alive())
         slots = asyncio.Semaphore(DELIVERY_SLOTS)
         running: set[asyncio.Task[None]] = set()
@@ -393,6 +403,7 @@ class Delivery:
             for job in list(running):
                 job.cancel()
             await asyncio.gather(keeper, *running, return_exceptions=True)
+            await here.close()
 
     async def claim(self) -> dict[str, Any] | None:
         if not await self.db.read(outbox.any_due):
@@ -400,7 +411,7 @@ class Delivery:
         token = outbox.new_claim(self.name)
         self._held.add(token)
         try:
-            send = await self.db.write_on_row_locks(outbox.claim, token,
+            send = await self.db.write(outbox.claim, token,
                                                     self.settings.claim_seconds)
         except Exception:
             self._held.discard(token)
@@ -423,9 +434,14 @@ class Delivery:
     async def deliver(self, send: dict[str, Any]) -> None:
         """One try: the email built from the send as stored, the document attached."""
         try:
+            not_due = await self.db.read(outbox.reminder_not_due, send)
+            if not_due:
+                raise NotDue(not_due)
             filename, pdf, reply_to = await self.attachment_of(send)
             message = mail.build(send, self.settings.mail_from, (filename, pdf),
                                  send["created_at"], reply_to)
+        except NotDue as error:
+            outcome = mail.Outcome("failed", str(error))
         except (Exception, asyncio.CancelledError) as error:
             current = asyncio.current_task()
             if isinstance(error, asyncio.CancelledError) and current and current.cancelling():
@@ -439,17 +455,19 @@ class Delivery:
                 f" left the studio ({type(error).__name__}: {error})".strip())
         else:
             outcome = await asyncio.to_thread(mail.deliver, self.server, message)
-        for attempt in range(RECORD_TRIES):
+        # Written however long the database takes: while this worker lives its claim is its
+        # own (`outbox.claim`), and only it knows whether the email left.
+        wait = RECORD_FIRST_WAIT_S
+        while True:
             try:
                 recorded = await self.db.write(outbox.record, send["id"], send["claim"],
                                                outcome, self.settings.send_retry_cap_seconds)
                 break
-            except DatabaseUnavailable as error:
-                if attempt == RECORD_TRIES - 1:
-                    raise
+            except (DatabaseUnavailable, sqlite3.OperationalError) as error:
                 log.warning("the outcome of send %s waits for the database: %s",
                             send["id"], error)
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(wait)
+                wait = min(wait * 2, RECORD_MOST_WAIT_S)
         if not recorded:
             log.warning("send %s: %s came after its claim was taken over; not recorded"
                         " (the other try carries the same Message-ID)", send["id"],

@@ -15,7 +15,7 @@ from bench.uploads import peak_rss_mb, reset_peak
 from studio import attachments
 from studio.attachments import FileStore
 from studio.config import Settings
-from studio.db import open_database
+from studio.db import account_lock, hold, open_database
 from studio.stores import store_for
 from tests import backends
 from tests.conftest import rows, scalar, sign_in, start_server, wait_until
@@ -59,10 +59,11 @@ def test_a_crash_between_saving_and_binding_leaves_an_orphan_that_is_swept_and_t
     content = pdf_of(200_000, 1)
     digest = hashlib.sha256(content).hexdigest()
 
-    # The gate: this connection holds the write lock, so the upload streams, hashes and
+    # The gate: this connection holds the account, so the upload streams, hashes and
     # stores its bytes, then waits to bind.
     gate = backends.connect(db_path)
     gate.execute("BEGIN IMMEDIATE")
+    hold(gate, account_lock(actor_id))
     outcome: list[object] = []
 
     def upload() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from studio.db import account_lock, hold
 from tests import backends
 from tests.conftest import (
     BEN,
@@ -357,8 +358,9 @@ async def test_a_sign_out_during_planning_leaves_no_lease(studio):
     assert scalar(db, "SELECT COUNT(*) FROM request_bindings WHERE kind = 'lease'") == 0
 
 
-async def test_apply_waiting_for_the_write_lock_past_the_deadline_writes_nothing(settings):
-    """The deadline is read after the lock is held, so waiting for it cannot make it stale."""
+async def test_apply_waiting_for_its_account_past_the_deadline_writes_nothing(settings):
+    """The deadline is read after the account is held, so waiting for it cannot make it
+    stale."""
     async with running(settings.with_changes(sweeper=False)) as studio:
         client = await studio.signed_in()
         invoice = studio.invoice_ids()[0]
@@ -368,7 +370,9 @@ async def test_apply_waiting_for_the_write_lock_past_the_deadline_writes_nothing
         execute(settings.db_path, "UPDATE leases SET deadline_at = ? WHERE id = ?",
                 time.time() + 0.4, lease_id)
         holder = backends.connect(settings.db_path)
-        holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock...
+        holder.execute("BEGIN IMMEDIATE")  # another process holds Ada's account...
+        hold(holder, account_lock(scalar(settings.db_path, "SELECT owner_id FROM invoices"
+                                                            " WHERE id = ?", invoice)))
         applying = asyncio.create_task(client.post(f"/leases/{lease_id}/apply"))
         await asyncio.sleep(0.8)  # ...past the deadline
         holder.execute("COMMIT")

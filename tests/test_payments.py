@@ -138,14 +138,11 @@ async def test_ten_concurrent_payments_past_the_balance_leave_exactly_those_that
                                          " to pay.")
 
 
-def _pay(url: str, actor_id: str, invoice_id: str, n: int, on_row_locks: bool,
-         start: Any) -> str:
+def _pay(url: str, actor_id: str, invoice_id: str, n: int, start: Any) -> str:
     """One payment of 400.00 on a connection of its own; its answer's status in words."""
     from studio import postgres
 
     db = postgres.connect(url)
-    if on_row_locks:  # READ COMMITTED, without the write lock: only the balance row's lock
-        db.statements = postgres.ON_ROW_LOCKS
     try:
         start.wait(30)
         in_transaction(db, payments.record_payment, actor_id, invoice_id, f"thread-{n}",
@@ -159,10 +156,8 @@ def _pay(url: str, actor_id: str, invoice_id: str, n: int, on_row_locks: bool,
 
 
 @backends.postgres_only
-@pytest.mark.parametrize("on_row_locks", [False, True],
-                         ids=["under the write lock", "on the balance row's lock alone"])
 def test_on_postgresql_ten_payments_on_ten_connections_leave_exactly_those_that_fit(
-        settings, on_row_locks: bool) -> None:
+        settings) -> None:
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
@@ -172,8 +167,7 @@ def test_on_postgresql_ten_payments_on_ten_connections_leave_exactly_those_that_
                                " ORDER BY number LIMIT 1", actor_id)[0][0]
     start = threading.Barrier(10)
     with ThreadPoolExecutor(10) as pool:
-        answers = list(pool.map(lambda n: _pay(url, actor_id, invoice_id, n, on_row_locks,
-                                               start), range(10)))
+        answers = list(pool.map(lambda n: _pay(url, actor_id, invoice_id, n, start), range(10)))
     assert sorted(answers) == ["made"] * 6 + ["payment_exceeds_balance"] * 4, answers
     assert scalar(db_path, "SELECT COUNT(*) FROM payments WHERE invoice_id = ?",
                   invoice_id) == 6

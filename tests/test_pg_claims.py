@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from studio.config import Settings
-from studio.db import open_database
+from studio.db import account_lock, hold, open_database
 from studio.worker import Claimed, Worker, keep_claims
 from tests import backends
-from tests.conftest import days_ahead, execute, lease_body, rows, running, scalar
+from tests.conftest import ADA, days_ahead, execute, lease_body, rows, running, scalar
 
 pytestmark = pytest.mark.anyio
 
@@ -29,11 +29,28 @@ DRAFT = {"customer": "Acme Ltd", "currency": "EUR", "due_date": days_ahead(61),
 
 
 @contextlib.contextmanager
-def write_lock_held(path: Path) -> Iterator[None]:
-    """Another connection inside a write transaction, as a host in the middle of one."""
+def rows_held(path: Path, sql: str, *params: Any) -> Iterator[None]:
+    """Another connection inside a write transaction holding the rows `sql` selects (it ends
+    in FOR UPDATE), as a host in the middle of saving a proposal."""
     db = backends.connect(path)
     try:
         db.execute("BEGIN IMMEDIATE")
+        db.execute(sql, params).fetchall()
+        yield
+        db.execute("ROLLBACK")
+    finally:
+        db.close()
+
+
+@contextlib.contextmanager
+def write_lock_held(path: Path) -> Iterator[None]:
+    """Another connection inside a write transaction of Ada's account, as a host in the middle
+    of one."""
+    db = backends.connect(path)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        hold(db, account_lock(db.execute("SELECT id FROM actors WHERE email = ?",
+                                         (ADA,)).fetchone()[0]))
         yield
         db.execute("ROLLBACK")
     finally:
@@ -49,7 +66,7 @@ def quiet(settings: Settings) -> Settings:
 
 
 @backends.postgres_only
-async def test_a_worker_claims_while_another_write_holds_the_write_lock(settings):
+async def test_a_worker_claims_while_another_write_holds_the_account(settings):
     async with running(quiet(settings)) as studio:
         ada = await studio.signed_in()
         made = await ada.post("/leases", json=lease_body(studio.invoice_ids()[:2]))
@@ -91,8 +108,9 @@ async def test_two_hosts_claiming_at_once_never_share_a_task(settings):
 
 
 @backends.postgres_only
-async def test_a_timed_out_claim_is_taken_over_only_under_the_write_lock(settings):
-    """Its first holder may be recording the task's proposal under the write lock right now."""
+async def test_a_timed_out_claim_is_not_taken_over_while_its_proposal_is_being_saved(settings):
+    """Its first holder may be saving the task's proposal right now: saving locks the task's
+    row (`leases.record_proposal`), which a claim passes over."""
     async with running(quiet(settings)) as studio:
         ada = await studio.signed_in()
         made = await ada.post("/leases", json=lease_body(studio.invoice_ids()[:1]))
@@ -100,14 +118,14 @@ async def test_a_timed_out_claim_is_taken_over_only_under_the_write_lock(setting
         execute(settings.db_path, "UPDATE tasks SET status = 'running', claim = 'gone',"
                 " claim_expires_at = 1, attempts = 1 WHERE lease_id = ?", lease_id)
         worker = worker_of(studio)
-        with write_lock_held(settings.db_path):
-            claiming = asyncio.create_task(worker.claim())
-            await asyncio.sleep(1.0)
-            assert not claiming.done()
+        with rows_held(settings.db_path, "SELECT id FROM tasks WHERE lease_id = ? FOR UPDATE",
+                       lease_id):
+            async with asyncio.timeout(10):
+                assert await worker.claim() is None
             assert scalar(settings.db_path, "SELECT claim FROM tasks WHERE lease_id = ?",
                           lease_id) == "gone"
         async with asyncio.timeout(10):
-            task = await claiming
+            task = await worker.claim()
     assert task is not None and task.lease_id == lease_id and task.attempts == 2
     assert rows(settings.db_path, "SELECT status, claim FROM tasks WHERE lease_id = ?",
                 lease_id) == [("running", task.claim)]
@@ -137,7 +155,7 @@ async def test_timed_out_claims_go_back_to_waiting_when_a_worker_keeps_its_own(s
 
 
 async def test_an_unreadable_invoice_fails_its_task_and_settles_the_lease(settings):
-    """The failure writes lease state, so on PostgreSQL it waits for the write lock although
+    """The failure writes lease state, so on PostgreSQL it waits for the lease's row although
     the claim before it does not."""
     async with running(quiet(settings)) as studio:
         ada = await studio.signed_in()
@@ -150,7 +168,8 @@ async def test_an_unreadable_invoice_fails_its_task_and_settles_the_lease(settin
         worker = worker_of(studio)
         claiming = asyncio.create_task(worker.claim())
         if backends.ON_POSTGRES:
-            with write_lock_held(settings.db_path):
+            with rows_held(settings.db_path, "SELECT id FROM leases WHERE id = ? FOR UPDATE",
+                           lease_id):
                 await asyncio.sleep(1.0)
                 # Claimed on row locks, but neither failed nor settled while the lock is held.
                 assert not claiming.done()

@@ -479,11 +479,11 @@ async def test_several_workers_never_hold_one_send_and_a_timed_out_claim_is_take
     send_id = (await client.post(f"/invoices/{invoice_id}/send", json=send_body())
                ).json()["send_id"]
     now = count(mailing, "SELECT next_attempt_at FROM sends WHERE id = ?", send_id) + 0.01
-    first = await db.write_on_row_locks(outbox.claim, "first", 30.0, now)
+    first = await db.write(outbox.claim, "first", 30.0, now)
     assert first is not None and first["id"] == send_id
-    assert await db.write_on_row_locks(outbox.claim, "second", 30.0, now + 1) is None
+    assert await db.write(outbox.claim, "second", 30.0, now + 1) is None
     # The first worker died: its claim times out and another takes the send over.
-    taken = await db.write_on_row_locks(outbox.claim, "second", 30.0, now + 31)
+    taken = await db.write(outbox.claim, "second", 30.0, now + 31)
     assert taken is not None and taken["id"] == send_id and taken["attempts"] == 2
     late = await db.write(outbox.record, send_id, "first", mail.Outcome("sent", "250 late"),
                           30.0, now + 32)
@@ -517,7 +517,7 @@ async def test_racing_claimers_each_take_a_different_send(mailing: Running) -> N
         await client.post(f"/invoices/{invoice_id}/send", json=send_body(f"many-{n}"))
     later = time.time() + 5  # every send is due
     claimed = await asyncio.gather(*[
-        db.write_on_row_locks(outbox.claim, f"claimer-{n}", 30.0, later) for n in range(10)])
+        db.write(outbox.claim, f"claimer-{n}", 30.0, later) for n in range(10)])
     taken = [c["id"] for c in claimed if c is not None]
     assert len(taken) == 6 and len(set(taken)) == 6
 
@@ -578,10 +578,10 @@ async def test_claims_take_turns_between_accounts_oldest_first_within_each(
     bens = [(await ben.post(f"/invoices/{mailing.invoice_ids(BEN)[0]}/send",
                             json=send_body(f"b-{n}"))).json()["send_id"] for n in range(2)]
     later = time.time() + 5
-    taken = [(await db.write_on_row_locks(outbox.claim, f"c-{n}", 30.0, later))["id"]
+    taken = [(await db.write(outbox.claim, f"c-{n}", 30.0, later))["id"]
              for n in range(6)]
     assert taken == [adas[0], bens[0], adas[1], bens[1], adas[2], adas[3]]
-    assert await db.write_on_row_locks(outbox.claim, "c-7", 30.0, later) is None
+    assert await db.write(outbox.claim, "c-7", 30.0, later) is None
 
 
 async def test_an_email_put_off_for_days_is_given_up_with_the_servers_last_reply(
@@ -621,7 +621,7 @@ async def test_a_temporary_refusal_is_tried_again_until_the_limit_and_not_after(
     inside = send_row(mailing, sends[0])["created_at"] + outbox.GIVE_UP_AFTER_S - 1
     past = send_row(mailing, sends[1])["created_at"] + outbox.GIVE_UP_AFTER_S
     for send_id, now in zip(sends, (inside, past), strict=True):
-        assert (await db.write_on_row_locks(outbox.claim, send_id, 30.0, now))["id"] == send_id
+        assert (await db.write(outbox.claim, send_id, 30.0, now))["id"] == send_id
         assert await db.write(outbox.record, send_id, send_id, later, 30.0, now) is True
     kept, given_up = send_row(mailing, sends[0]), send_row(mailing, sends[1])
     assert kept["status"] == "queued" and kept["next_attempt_at"] == pytest.approx(inside + 1)
@@ -895,21 +895,21 @@ async def test_a_send_whose_worker_died_on_every_try_is_given_up_after_three_day
     send_id = (await client.post(f"/invoices/{mailing.invoice_ids()[0]}/send",
                                  json=send_body())).json()["send_id"]
     queued_at = send_row(mailing, send_id)["created_at"]
-    assert (await db.write_on_row_locks(outbox.claim, "died-1", 30.0, queued_at + 1))
+    assert (await db.write(outbox.claim, "died-1", 30.0, queued_at + 1))
     # Within the three days, the timed-out claim is taken over, and counts as a try.
-    second = await db.write_on_row_locks(outbox.claim, "died-2", 30.0, queued_at + 40)
+    second = await db.write(outbox.claim, "died-2", 30.0, queued_at + 40)
     assert second is not None and second["attempts"] == 2
     # Past them, the next claim finds it stranded again: failed, not claimed a third time.
     past = queued_at + outbox.GIVE_UP_AFTER_S + 60
     assert await db.read(outbox.any_due, past)
-    assert await db.write_on_row_locks(outbox.claim, "third", 30.0, past) is None
+    assert await db.write(outbox.claim, "third", 30.0, past) is None
     row = send_row(mailing, send_id)
     assert row["status"] == "failed" and row["attempts"] == 2 and row["sent_at"] is None
     assert row["reply"].startswith("No answer was recorded from the mail server; tried 2 times"
                                    " over 3 days"), row["reply"]
     assert row["claim"] == "died-2"
     assert not await db.read(outbox.any_due, past + 3600)
-    assert await db.write_on_row_locks(outbox.claim, "fourth", 30.0, past + 3600) is None
+    assert await db.write(outbox.claim, "fourth", 30.0, past + 3600) is None
     page = (await client.get(f"/invoices/{mailing.invoice_ids()[0]}", headers=PAGE)).text
     assert "Not delivered" in page and "No answer was recorded from the mail server" in page
     # An outcome of the older claim, or a failure, changes nothing any more.

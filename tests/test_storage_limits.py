@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from studio.attachments import FileStore
+from studio.db import account_lock, hold
 from tests import backends
 from tests.conftest import running, scalar
 from tests.test_attachments import arriving, draft_id, files, png, send, stored
@@ -147,13 +148,15 @@ async def test_the_limits_refuse_before_the_file_is_read(settings, limit, code):
     ({"max_attachments_per_invoice": 3}, 1 * KIB, 409),
 ], ids=["quota", "count"])
 async def test_concurrent_uploads_cannot_pass_the_limits_together(settings, limit, size, code):
-    """Each passes the early check while the write lock is held elsewhere; the check inside
+    """Each passes the early check while their account is held elsewhere; the check inside
     the binding transaction lets only what fits through."""
     async with running(settings.with_changes(**limit)) as studio:
         client = await studio.signed_in()
         invoice = await draft_id(client)
         gate = backends.connect(studio.settings.db_path)
         gate.execute("BEGIN IMMEDIATE")
+        hold(gate, account_lock(scalar(studio.settings.db_path,
+                                       "SELECT owner_id FROM invoices WHERE id = ?", invoice)))
         try:
             uploads = [asyncio.ensure_future(send(client, invoice, f"k{n}", pdf(size, n),
                                                   f"{n}.pdf")) for n in range(6)]

@@ -1,0 +1,310 @@
+"""A host fails alone: no write waits for the whole cluster, a paused host holds nothing for
+long, and one request is one email whatever the database or the mail server does meanwhile.
+
+The paused host is a real `studio serve` process stopped with SIGSTOP while one of its
+connections is inside a transaction (found in pg_stat_activity); the slow mail server is a
+real SMTP server that answers the end of DATA late.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import threading
+import time
+import uuid
+from contextlib import closing
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from studio import outbox, presence
+from studio.config import Settings
+from studio.db import account_lock, lock_key
+from studio.worker import Delivery
+from tests import backends
+from tests.conftest import (
+    ADA,
+    BEN,
+    Running,
+    days_ahead,
+    execute,
+    rows,
+    running,
+    scalar,
+    sign_in,
+    start_server,
+    studio_command,
+)
+from tests.mailserver import Inbox, MailServer
+from tests.test_sending import send_body, send_row, wait_for, with_mail
+
+DRAFT = {"customer": "Acme Ltd", "currency": "EUR", "due_date": days_ahead(61),
+         "line_items": [{"description": "Work", "quantity": "1", "unit_price": "100.00",
+                         "tax_rate": "20"}]}
+TODAY = dt.datetime.now(dt.UTC).date().isoformat()
+
+
+# --- a paused host -----------------------------------------------------------------------------
+
+
+def _frozen_in_a_transaction(db_path: Any, host: Any, account: str) -> int | None:
+    """Stop `host` (SIGSTOP); the pid of its database session left idle inside a transaction
+    that holds `account`'s lock, else None (and the host is running again)."""
+    key = lock_key(account)
+    high, low = (key >> 32) & 0xFFFF_FFFF, key & 0xFFFF_FFFF
+    os.killpg(host.process.pid, signal.SIGSTOP)
+    time.sleep(0.05)  # a statement under way finishes; its session then waits, idle
+    found = rows(db_path, "SELECT activity.pid FROM pg_stat_activity activity"
+                          " JOIN pg_locks locks ON locks.pid = activity.pid"
+                          " WHERE activity.application_name = 'host-a'"
+                          " AND activity.state = 'idle in transaction'"
+                          " AND locks.locktype = 'advisory' AND locks.granted"
+                          " AND locks.classid::bigint = ? AND locks.objid::bigint = ?",
+                 high, low)
+    if found:
+        return found[0][0]
+    os.killpg(host.process.pid, signal.SIGCONT)
+    return None
+
+
+@backends.postgres_only
+def test_a_host_paused_inside_a_transaction_holds_up_no_other_account_and_its_own_briefly(
+        tmp_path: Any) -> None:
+    db_path = tmp_path / "studio.db"
+    backends.use_seeded(db_path)
+    host_a = start_server(db_path, PGAPPNAME="host-a")
+    host_b = start_server(db_path, PGAPPNAME="host-b")
+    ada_id = scalar(db_path, "SELECT id FROM actors WHERE email = ?", ADA)
+    made: list[str] = []  # every draft a host acknowledged
+    stop = threading.Event()
+
+    def ada_writes_through_a() -> None:
+        client = sign_in(host_a.url)
+        client.timeout = httpx.Timeout(120)
+        try:
+            while not stop.is_set():
+                try:
+                    reply = client.post("/invoices", json=DRAFT)
+                except httpx.HTTPError:
+                    continue
+                if reply.status_code == 201:
+                    made.append(reply.json()["id"])
+        finally:
+            client.close()
+
+    writer = threading.Thread(target=ada_writes_through_a, daemon=True)
+    writer.start()
+    try:
+        frozen = None
+        for _ in range(400):
+            frozen = _frozen_in_a_transaction(db_path, host_a, account_lock(ada_id))
+            if frozen is not None:
+                break
+            time.sleep(0.003 * (_ % 7))
+        assert frozen is not None, "host A was never caught inside a transaction"
+
+        # Another account's write through host B goes on at once.
+        with closing(sign_in(host_b.url, BEN)) as ben:
+            started = time.monotonic()
+            reply = ben.post("/invoices", json=DRAFT)
+            ben_took = time.monotonic() - started
+            assert reply.status_code == 201, reply.text
+            assert ben_took < 2.0, f"Ben's draft waited {ben_took:.1f} s for a paused host"
+            assert httpx.get(host_b.url + "/healthz", timeout=10).status_code == 200
+        # The same account's write through B gets in once A's transaction is ended.
+        with closing(sign_in(host_b.url, ADA)) as ada:
+            ada.timeout = httpx.Timeout(70)
+            started = time.monotonic()
+            reply = ada.post("/invoices", json=DRAFT)
+            ada_took = time.monotonic() - started
+            assert reply.status_code in (201, 503), reply.text
+            while reply.status_code == 503:  # busy: Retry-After, never a hang
+                assert reply.headers["Retry-After"]
+                assert time.monotonic() - started < 60, "Ada's draft did not get in in a minute"
+                time.sleep(1)
+                reply = ada.post("/invoices", json=DRAFT)
+            ada_took = time.monotonic() - started
+            assert reply.status_code == 201, reply.text
+            assert ada_took < 60
+            assert scalar(db_path, "SELECT COUNT(*) FROM pg_stat_activity WHERE pid = ?",
+                          frozen) == 0, "the paused host's session was not ended"
+    finally:
+        os.killpg(host_a.process.pid, signal.SIGCONT)
+    try:
+        # Host A, back, reconnects by itself and serves.
+        deadline = time.monotonic() + 30
+        count_before = len(made)
+        while len(made) == count_before:
+            assert time.monotonic() < deadline, "host A did not serve again after its pause"
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        writer.join(130)
+        host_a.stop()
+        host_b.stop()
+    # Nothing acknowledged was lost, and every series still adds up.
+    kept = {row[0] for row in rows(db_path, "SELECT id FROM invoices WHERE owner_id = ?",
+                                   ada_id)}
+    assert set(made) <= kept
+    audit = studio_command(db_path, "audit")
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+
+
+# --- one email per request ----------------------------------------------------------------
+
+
+@pytest.fixture
+async def quiet(settings: Settings, smtp: MailServer) -> Any:
+    """A studio with a mail server whose own worker does not run: the deliveries are the
+    test's."""
+    async with running(with_mail(settings, smtp, embedded_worker=False)) as started:
+        yield started
+
+
+async def delivery_of(studio: Running, name: str) -> tuple[Delivery, presence.Presence]:
+    """A worker's delivery as another process would run it, its presence held."""
+    settings = studio.settings
+    here = presence.Presence(name, str(settings.db_path.resolve()),
+                             settings.database_url or None)
+    return Delivery(studio.studio.db, settings, name), await here.start()
+
+
+async def queue_send(studio: Running, request_id: str) -> str:
+    client = await studio.signed_in()
+    reply = await client.post(f"/invoices/{studio.invoice_ids()[0]}/send",
+                              json=send_body(request_id))
+    assert reply.status_code == 202, reply.text
+    return reply.json()["send_id"]
+
+
+@pytest.mark.anyio
+async def test_a_living_workers_timed_out_claim_is_not_taken_over_until_it_dies(
+        quiet: Running, inbox: Inbox) -> None:
+    """The claim timed out (the database could not take its renewal, the server was slow),
+    but its worker lives and may have sent the email: nobody else sends it. Once that worker
+    is gone, another takes the send over, under the same Message-ID."""
+    a, a_here = await delivery_of(quiet, "worker-a")
+    b, b_here = await delivery_of(quiet, "worker-b")
+    try:
+        send_id = await queue_send(quiet, "kept-1")
+        held = await a.claim()
+        assert held is not None and held["id"] == send_id
+        execute(quiet.settings.db_path, "UPDATE sends SET claim_expires_at = 1 WHERE id = ?",
+                send_id)
+        assert await b.claim() is None
+        assert send_row(quiet, send_id)["claim"] == held["claim"]
+        # A records at last: the send is its, and sent once.
+        await a.deliver(held)
+        assert send_row(quiet, send_id)["status"] == "sent"
+        assert len(inbox.messages) == 1
+
+        other = await queue_send(quiet, "kept-2")
+        held = await a.claim()
+        assert held is not None and held["id"] == other
+        execute(quiet.settings.db_path, "UPDATE sends SET claim_expires_at = 1 WHERE id = ?",
+                other)
+        await a_here.close()  # worker A dies before recording anything
+        taken = await b.claim()
+        assert taken is not None and taken["id"] == other and taken["attempts"] == 2
+        assert taken["message_id"] == send_row(quiet, other)["message_id"]
+    finally:
+        await a_here.close()
+        await b_here.close()
+
+
+@pytest.mark.anyio
+async def test_an_outcome_the_database_cannot_take_is_recorded_once_it_can(
+        quiet: Running, inbox: Inbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The email left; the database refuses the outcome for longer than a claim lasts. The
+    worker keeps trying, nobody else sends it, and it is recorded sent once the database is
+    back."""
+    from studio.db import DatabaseUnavailable
+
+    a, a_here = await delivery_of(quiet, "worker-a")
+    b, b_here = await delivery_of(quiet, "worker-b")
+    refusals = 0
+    real_write = quiet.studio.db.write
+
+    async def write_while_down(unit: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal refusals
+        if unit is outbox.record and refusals < 3:
+            refusals += 1
+            raise DatabaseUnavailable("connection refused")
+        return await real_write(unit, *args, **kwargs)
+
+    try:
+        send_id = await queue_send(quiet, "down-1")
+        held = await a.claim()
+        assert held is not None
+        monkeypatch.setattr(quiet.studio.db, "write", write_while_down)
+        delivering = anyio.Event()
+
+        async def deliver() -> None:
+            await a.deliver(held)
+            delivering.set()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(deliver)
+            await wait_for(lambda: len(inbox.messages) == 1, what="the email")
+            # Meanwhile its claim timed out; another worker finds nothing to take.
+            execute(quiet.settings.db_path,
+                    "UPDATE sends SET claim_expires_at = 1 WHERE id = ?", send_id)
+            assert await b.claim() is None
+            with anyio.fail_after(30):
+                await delivering.wait()
+        assert refusals == 3
+        row = send_row(quiet, send_id)
+        assert row["status"] == "sent" and row["attempts"] == 1
+        assert len(inbox.messages) == 1
+    finally:
+        await a_here.close()
+        await b_here.close()
+
+
+@pytest.mark.anyio
+async def test_a_slow_mail_server_that_answers_after_22_seconds_gets_the_email_once(
+        settings: Settings, inbox: Inbox, smtp: MailServer) -> None:
+    """RFC 5321 4.5.3.2.6: the reply to the end of DATA is awaited up to 10 minutes."""
+    inbox.on_data = lambda message: time.sleep(22)
+    async with running(with_mail(settings, smtp, claim_seconds=3.0)) as studio:
+        send_id = await queue_send(studio, "slow-1")
+        await wait_for(lambda: send_row(studio, send_id)["status"] == "sent", seconds=90,
+                       what="the slow server's answer")
+        row = send_row(studio, send_id)
+        assert row["attempts"] == 1, row["reply"]
+    assert len(inbox.messages) == 1
+
+
+@pytest.mark.anyio
+async def test_a_reminder_whose_invoice_was_paid_before_delivery_is_not_delivered(
+        quiet: Running, inbox: Inbox) -> None:
+    client = await quiet.signed_in()
+    invoice_id = quiet.invoice_ids()[0]
+    reply = await client.post(f"/invoices/{invoice_id}/remind", json=send_body("late-remind"))
+    assert reply.status_code == 202, reply.text
+    send_id = reply.json()["send_id"]
+    due = (await client.get(f"/invoices/{invoice_id}")).json()["amount_due"]
+    paid = await client.post(f"/invoices/{invoice_id}/payments", json={
+        "request_id": str(uuid.uuid4()), "amount": due, "date": TODAY,
+        "method": "bank_transfer"})
+    assert paid.status_code == 201, paid.text
+    worker, here = await delivery_of(quiet, "worker-r")
+    try:
+        held = await worker.claim()
+        assert held is not None and held["id"] == send_id
+        await worker.deliver(held)
+    finally:
+        await here.close()
+    row = send_row(quiet, send_id)
+    number = scalar(quiet.settings.db_path, "SELECT number FROM invoices WHERE id = ?",
+                    invoice_id)
+    assert row["status"] == "failed" and row["sent_at"] is None
+    assert row["reply"] == (f"Not sent: invoice {number} was paid in full after this reminder"
+                            " was queued, so nothing is left to pay and the customer was not"
+                            " reminded.")
+    assert inbox.messages == []
+

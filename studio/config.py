@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from studio.db import sync_path
+from studio.db import refuse_if_newer, sync_path
 
 
 def _number(env: dict[str, str], name: str, default: float) -> float:
@@ -177,7 +177,9 @@ def _choice(env: dict[str, str], name: str, allowed: tuple[str, ...]) -> str:
 
 def signing_key(settings: Settings) -> str:
     """The cookie signing key: the configured one, else one generated once beside the database,
-    readable by its owner only (on PostgreSQL, kept in the database for every host)."""
+    readable by its owner only (on PostgreSQL, kept in the database for every host). A database
+    of a newer schema is refused (SchemaTooNew) before its key is made: nothing new is left
+    beside a database the studio refuses to touch."""
     if settings.secret_key:
         return settings.secret_key
     if settings.database_url:
@@ -187,6 +189,7 @@ def signing_key(settings: Settings) -> str:
     path = settings.db_path.with_name(settings.db_path.name + ".secret")
     _remove_stale_drafts(path)
     if not path.exists():
+        refuse_if_newer(settings.db_path)
         # Written aside, synced, then linked: a second process starting at once, or a crash
         # right after, finds either no key or a whole one, never a torn one.
         draft = path.with_name(f"{path.name}.{os.getpid()}.draft")

@@ -206,6 +206,8 @@ class Candidate:
     corrected: bool = False
     rate: Decimal | None = None
     code: str | None = None
+    # Not an article at all: a line read as one only through a correction.
+    drop: bool = False
 
 
 @dataclass
@@ -248,6 +250,16 @@ def _clean_description(text: str) -> str:
 def _read_item(line: str, codes: dict[str, Decimal]) -> list[Candidate]:
     """The readings of one article line, each with a penalty (lower is likelier)."""
     fixed, corrected = _digits(line)
+    printed = {new: old for old, new in zip(line.split(), fixed.split(), strict=False)
+               if old != new}
+    readings = _readings(fixed, codes, corrected)
+    if printed:
+        for c in readings:
+            c.description = " ".join(printed.get(word, word) for word in c.description.split())
+    return readings
+
+
+def _readings(fixed: str, codes: dict[str, Decimal], corrected: bool) -> list[Candidate]:
     readings: list[Candidate] = []
     for amounts in _amounts(fixed):
         if not amounts:
@@ -370,31 +382,36 @@ def _currency(text: str) -> str | None:
     return max(counts, key=lambda k: counts[k])
 
 
+MONTH_NAMES = "|".join(sorted((re.escape(k) for k in MONTHS), key=len, reverse=True))
+
+
+def _dates_in(line: str) -> list[datetime.date]:
+    """The dates a line prints: 2026-12-03, 03.12.2026, 03/12/26, 3 déc. 2026, Dec 3, 2026."""
+    lower = line.lower()
+    found: list[datetime.date | None] = []
+    for m in re.finditer(r"(?<!\d)(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)", line):
+        found.append(_make_date(int(m[1]), int(m[2]), int(m[3])))
+    for m in re.finditer(r"(?<![\d.,])(\d{1,2})[./-](\d{1,2})[./-](\d{4}|\d{2})(?![\d]|[.,]\d)",
+                         line):
+        year = int(m[3]) + (2000 if len(m[3]) == 2 else 0)
+        day, month = int(m[1]), int(m[2])
+        if month > 12 >= day:
+            day, month = month, day
+        found.append(_make_date(year, month, day))
+    for m in re.finditer(r"(?<!\d)(\d{1,2})(?:er|\.)?[\s-]*(" + MONTH_NAMES + r")\.?,?[\s-]*"
+                         r"(\d{4})(?!\d)", lower):
+        found.append(_make_date(int(m[3]), MONTHS[m[2]], int(m[1])))
+    for m in re.finditer(r"\b(" + MONTH_NAMES + r")\.?\s+(\d{1,2}),?\s+(\d{4})(?!\d)", lower):
+        found.append(_make_date(int(m[3]), MONTHS[m[1]], int(m[2])))
+    return [date for date in found if date is not None]
+
+
 def _date(lines: list[str]) -> str | None:
-    month_names = "|".join(sorted((re.escape(k) for k in MONTHS), key=len, reverse=True))
+    """The receipt's date: the first one printed that is not a due date."""
     found: list[tuple[int, datetime.date]] = []
     for n, line in enumerate(lines):
-        lower = line.lower()
-        due = _has_word(lower, DUE_WORDS) is not None
-        candidates: list[datetime.date | None] = []
-        for m in re.finditer(r"(?<!\d)(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)", line):
-            candidates.append(_make_date(int(m[1]), int(m[2]), int(m[3])))
-        for m in re.finditer(r"(?<![\d.,])(\d{1,2})[./-](\d{1,2})[./-](\d{4}|\d{2})(?![\d]|[.,]\d)",
-                             line):
-            year = int(m[3]) + (2000 if len(m[3]) == 2 else 0)
-            day, month = int(m[1]), int(m[2])
-            if month > 12 >= day:
-                day, month = month, day
-            candidates.append(_make_date(year, month, day))
-        for m in re.finditer(r"(?<!\d)(\d{1,2})(?:er|\.)?\s*(" + month_names + r")\.?,?\s*"
-                             r"(\d{4})(?!\d)", lower):
-            candidates.append(_make_date(int(m[3]), MONTHS[m[2]], int(m[1])))
-        for m in re.finditer(r"\b(" + month_names + r")\.?\s+(\d{1,2}),?\s+(\d{4})(?!\d)",
-                             lower):
-            candidates.append(_make_date(int(m[3]), MONTHS[m[1]], int(m[2])))
-        for date in candidates:
-            if date is not None:
-                found.append((n + (1000 if due else 0), date))
+        due = _has_word(line.lower(), DUE_WORDS) is not None
+        found += [(n + (1000 if due else 0), date) for date in _dates_in(line)]
     if not found:
         return None
     return min(found, key=lambda item: item[0])[1].isoformat()
@@ -408,10 +425,13 @@ def _make_date(year: int, month: int, day: int) -> datetime.date | None:
     return date if 1990 <= year <= 2100 else None
 
 
-def _is_skip(line: str, lower: str) -> bool:
-    if _has_word(lower, PAYMENT_WORDS):
-        return True
+def _noise(line: str) -> bool:
+    """An address, a VAT or company number, a telephone, the till's and the bill's numbers."""
     return any(re.search(p, line, re.I if p.startswith(r"\b(?:") else 0) for p in SKIP_PATTERNS)
+
+
+def _is_skip(line: str, lower: str) -> bool:
+    return bool(_has_word(lower, PAYMENT_WORDS)) or _noise(line)
 
 
 def _supplier(lines: list[str]) -> str | None:
@@ -420,8 +440,7 @@ def _supplier(lines: list[str]) -> str | None:
         letters = sum(c.isalpha() for c in line)
         if letters < 3 or letters < len(line.replace(" ", "")) * 0.6:
             continue
-        if _is_skip(line, lower) or MONEY.search(line) or re.search(r"\d{1,2}[./]\d{1,2}[./]\d",
-                                                                   line):
+        if _noise(line) or MONEY.search(line) or _dates_in(line):
             continue
         if _has_word(lower, ["rechnung", "facture", "invoice", "quittung", "kassenbon",
                              "receipt", "ticket", "beleg", "willkommen", "bienvenue",
@@ -551,12 +570,17 @@ def parse(text: str) -> Reading:
 
     out_lines: list[Line] = []
     single_rate = named[0] if len(named) == 1 and not codes else None
-    for item, c in zip(items, chosen, strict=True):
+    rates = [c.rate for c in chosen]
+    if single_rate is None and len(named) == 2 and all(r is None for r in rates):
+        rates = _rates_by_sums([c.amount for c in chosen], named, _rate_figures(lines))
+    for item, c, rate in zip(items, chosen, rates, strict=True):
+        if c.drop:
+            continue
         unit = c.unit_price
         quantity = c.quantity
         if c.corrected and not confirmed:
             unit = None
-        rate = c.rate if c.rate is not None else single_rate
+        rate = rate if rate is not None else single_rate
         out_lines.append({"description": c.description or item.text,
                           "quantity": plain(quantity), "unit_price": text_of(unit),
                           "tax_rate": plain(rate) if rate is not None else None})
@@ -570,8 +594,10 @@ def parse(text: str) -> Reading:
 
 
 def _date_only(line: str) -> bool:
-    rest = re.sub(r"\d{1,4}[./-]\d{1,2}[./-]\d{2,4}|\d{1,2}:\d{2}(?::\d{2})?", "", line)
-    return rest != line and not MONEY.search(rest)
+    """A line with a date or a time and no amount (the bill's number and date, the till's
+    clock) is no article, whatever number ends it."""
+    has_time = re.search(r"(?<!\d)\d{1,2}:\d{2}(?!\d)", line)
+    return bool(has_time or _dates_in(line)) and not MONEY.search(line)
 
 
 def _attach_quantities(items: list[ItemLine], qty_lines: list[tuple[int, Decimal,
@@ -609,6 +635,8 @@ def _choose(items: list[ItemLine], sums: Sums
     (the total, the net, the total less its taxes), least corrected first."""
     for item in items:
         item.candidates.sort(key=lambda c: c.penalty)
+        if all(c.corrected for c in item.candidates):
+            item.candidates.append(Candidate(None, None, Decimal(0), "", 4, drop=True))
     default = [item.candidates[0] for item in items]
     targets: list[tuple[float, Decimal, Decimal | None]] = []
     for rank, value in sorted(sums.totals):
@@ -646,6 +674,47 @@ def _choose(items: list[ItemLine], sums: Sums
     if total is None and sums.nets and sums.taxes:
         total = sums.nets[-1] + sum(sums.taxes, Decimal(0))
     return default, False, total
+
+
+def _rate_figures(lines: list[str]) -> dict[Decimal, list[Decimal]]:
+    """The amounts printed beside each rate (its tax, its net, its gross)."""
+    figures: dict[Decimal, list[Decimal]] = {}
+    for line in lines:
+        if not _has_word(line.lower(), TAX_WORDS + ["auf", "sur", "on"]):
+            continue
+        found = [dec(m.group(1)) for m in RATE.finditer(line)]
+        found = [r for r in found if r in KNOWN_RATES]
+        if len(found) == 1:
+            figures.setdefault(found[0], []).extend(_line_amounts(line))
+    return figures
+
+
+def _rates_by_sums(amounts: list[Decimal], rates: list[Decimal],
+                   figures: dict[Decimal, list[Decimal]]) -> list[Decimal | None]:
+    """Which lines bear which of two rates, when the receipt prints no rate per line: the one
+    split of the lines whose sums give the tax, net or gross printed beside each rate."""
+    unknown: list[Decimal | None] = [None] * len(amounts)
+    if len(amounts) > 14 or not all(figures.get(r) for r in rates):
+        return unknown
+
+    def fits(gross: Decimal, rate: Decimal) -> bool:
+        net = (gross * 100 / (100 + rate)).quantize(CENT)
+        added = (gross * rate / 100).quantize(CENT)
+        return any(abs(f - value) <= CENT for f in figures[rate]
+                   for value in (gross, net, gross - net, added))
+
+    found: list[tuple[int, ...]] = []
+    for mask in range(1, 2 ** len(amounts) - 1):
+        first = [i for i in range(len(amounts)) if mask >> i & 1]
+        gross = sum((amounts[i] for i in first), Decimal(0))
+        rest = sum(amounts, Decimal(0)) - gross
+        if fits(gross, rates[0]) and fits(rest, rates[1]):
+            found.append(tuple(first))
+            if len(found) > 1:
+                return unknown
+    if not found:
+        return unknown
+    return [rates[0] if i in found[0] else rates[1] for i in range(len(amounts))]
 
 
 def _best_per_amount(candidates: list[Candidate]) -> list[Candidate]:

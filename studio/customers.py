@@ -149,10 +149,23 @@ def _listed(db: sqlite3.Connection, actor_id: str, limit: int, after: list[Any] 
 # --- writing ---------------------------------------------------------------------------------
 
 
+def _refuse_sellers_own_vat_id(db: sqlite3.Connection, actor_id: str, vat_id: str) -> None:
+    """A customer's VAT ID is the customer's: the seller's own, typed in by mistake, would put
+    the seller on both sides of the invoice."""
+    if not vat_id:
+        return
+    row = db.execute("SELECT vat_id FROM profiles WHERE actor_id = ?", (actor_id,)).fetchone()
+    sellers = "".join((row["vat_id"] if row is not None else "").split()).upper()
+    if sellers and sellers == "".join(vat_id.split()).upper():
+        raise Refusal("invalid_vat_id", f"{vat_id} is your own VAT ID (in Settings); enter"
+                                        " the customer's VAT ID, or leave it empty.")
+
+
 def create(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any],
            request_id: str | None, now: float | None = None) -> tuple[dict[str, Any], bool]:
     """A new customer, once per request id: a lost reply makes one customer, not two."""
     now = clock(now)
+    _refuse_sellers_own_vat_id(db, actor_id, fields["vat_id"])
 
     def make(customer_id: str) -> None:
         db.execute(
@@ -183,6 +196,8 @@ def edit(db: sqlite3.Connection, actor_id: str, customer_id: str, revision: int,
     fields = parse_customer(body, dict(row))
     if all(row[name] == value for name, value in fields.items()):
         return as_json(row)
+    if fields["vat_id"] != row["vat_id"]:
+        _refuse_sellers_own_vat_id(db, actor_id, fields["vat_id"])
     db.execute(
         "UPDATE customers SET name = :name, email = :email, address = :address,"
         " country = :country, vat_id = :vat_id, currency = :currency,"

@@ -149,3 +149,25 @@ async def test_a_new_invoice_form_shows_no_error_before_anything_is_typed(studio
     for odd in ([("line_items", "abc")], [("line_items", "")], [("description", "x")]):
         shown = await client.get("/invoices/totals", headers=HTMX, params=odd)
         assert shown.status_code == 200, (odd, shown.text)
+
+
+async def test_a_customer_never_takes_the_sellers_own_vat_id(studio) -> None:
+    client = await studio.signed_in()
+    saved = await client.post("/settings", json={"name": "Ada Works", "vat_id": "DE136695976"})
+    assert saved.status_code == 200, saved.text
+    form = await client.get("/customers", headers=PAGE)
+    assert "DE136695976" not in form.text  # no one's real VAT ID as the example
+
+    before = scalar(studio.settings.db_path, "SELECT COUNT(*) FROM customers")
+    mine = await client.post("/customers", json={"name": "Me Myself", "vat_id": "de 136 695 976"})
+    assert mine.status_code == 422, mine.text
+    assert mine.json()["message"].startswith("DE136695976 is your own VAT ID")
+    assert scalar(studio.settings.db_path, "SELECT COUNT(*) FROM customers") == before
+
+    theirs = await client.post("/customers", json={"name": "Kunde AG", "vat_id": "DE811569869"})
+    assert theirs.status_code == 201, theirs.text
+    edited = await client.patch(f"/customers/{theirs.json()['id']}", json={
+        "revision": theirs.json()["revision"], "vat_id": "DE136695976"})
+    assert edited.status_code == 422 and "your own VAT ID" in edited.json()["message"]
+    assert scalar(studio.settings.db_path, "SELECT vat_id FROM customers WHERE id = ?",
+                  theirs.json()["id"]) == "DE811569869"

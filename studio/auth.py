@@ -34,6 +34,9 @@ PASSWORD_CHECKS_AT_ONCE = max(1, (os.cpu_count() or 2) // 2)
 # A throttled sign-in is answered after this pause: a flood's connections then cost a
 # request a second each instead of a busy loop answering 429s as fast as they come.
 REFUSED_SIGN_IN_PAUSE_S = 1.0
+# An attempt waiting for those in flight asks the database this often whether they ended, so
+# attempts on other hosts count too.
+IN_FLIGHT_POLL_S = 0.1
 # A session's last use is written at most this often, so a poll is not a write; a tenth of
 # the idle limit when that is shorter, so a session in steady use never reaches it.
 TOUCH_EVERY_S = 60.0
@@ -97,7 +100,8 @@ class Sessions:
         """The actor and the cookie value for a matching email and password.
 
         Attempts are counted before the password is checked and throttled per email and
-        client address (429 `too_many_attempts`; see studio/throttle.py). Every sign-in
+        client address (429 `too_many_attempts`; see studio/throttle.py); an attempt past a
+        limit reached only by attempts still being checked waits for them. Every sign-in
         makes a new session; the one the browser presented, if any, ends (its live leases
         move to the new session when it is the same actor's)."""
         if not isinstance(email, str) or not isinstance(password, str) or len(password) > 1024:
@@ -110,11 +114,7 @@ class Sessions:
             except Refusal:
                 previous = None
         vouched = previous is not None and await self._signed_in_as(presented, email)
-        try:
-            attempt = await self.db.write(throttle.begin, email, address, vouched, self.limits)
-        except Refusal:
-            await asyncio.sleep(REFUSED_SIGN_IN_PAUSE_S)
-            raise
+        attempt = await self._begin_attempt(email, address, vouched)
         row = await self.db.read(_actor_by_email, email)
         matched = await self.verify_password(
             row["password_hash"] if row else _NOBODY_HASH, password)
@@ -128,6 +128,26 @@ class Sessions:
         await self.db.write(_signed_in, attempt, email, address, _session_key(token), row["id"],
                             previous)
         return Actor(row["id"], row["email"], _session_key(token)), self.cookies.dumps(token)
+
+    async def _begin_attempt(self, email: str, address: str, vouched: bool) -> str:
+        """Record the attempt; past a limit reached only with attempts still being checked, wait
+        for their outcome (at most the limits' `in_flight_seconds`) instead of refusing."""
+        deadline = time.monotonic() + self.limits.in_flight_seconds
+        while True:
+            try:
+                return await self.db.write(throttle.begin, email, address, vouched, self.limits)
+            except throttle.Pending:
+                if time.monotonic() >= deadline:
+                    await asyncio.sleep(REFUSED_SIGN_IN_PAUSE_S)
+                    raise
+            except Refusal:
+                await asyncio.sleep(REFUSED_SIGN_IN_PAUSE_S)
+                raise
+            # Waiting reads, and writes again only once the attempts it waits for have ended.
+            await asyncio.sleep(IN_FLIGHT_POLL_S)
+            while time.monotonic() < deadline and not await self.db.read(
+                    throttle.settled, email, address, vouched, self.limits):
+                await asyncio.sleep(IN_FLIGHT_POLL_S)
 
     async def _signed_in_as(self, cookie: str | None, email: str) -> bool:
         """Whether the browser holds a current session of the account it signs in to."""

@@ -3,9 +3,12 @@ address) pair, so every process sharing the database shares the counts.
 
 An attempt is recorded before its password is checked, in the one short write transaction
 that also checks the limits: however many arrive at once, each sees the ones before it.
-Until its check ends it is pending, and a pending attempt counts as a failure; one whose
-process died ages out with the window like any failure. A correct password removes its own
-attempt and its pair's failures, and remembers the pair as known.
+Until its check ends it is pending. A limit reached by failures alone refuses at once; one
+reached only with attempts still pending makes the newcomer wait for their outcome (`Pending`),
+so right passwords sent at one moment all get in while wrong ones are checked no more often
+than before. A pending attempt older than `in_flight_seconds` counts as a failure: its
+process died, and it ages out with the window like any failure. A correct password removes
+its own attempt and its pair's failures, and remembers the pair as known.
 
 How the three limits combine, so a flood cannot lock an account's owner out:
 - the pair limit is the strict one: one address guessing one email is stopped first;
@@ -22,7 +25,7 @@ import sqlite3
 import uuid
 from dataclasses import dataclass
 
-from studio.db import clock
+from studio.db import clock, hold
 from studio.errors import Refusal
 
 # An address that signed in to an email is known to it for this long after its last sign-in.
@@ -35,26 +38,28 @@ class Limits:
     per_pair: int = 5
     per_address: int = 30
     per_email: int = 30
+    # A password check lasts at most this long, queue included; an attempt past a limit
+    # waits this long at most for the ones in flight, and an older pending one is a failure.
+    in_flight_seconds: float = 10.0
+
+
+class Pending(Refusal):
+    """A limit reached only with attempts still being checked: their outcome decides whether
+    this one may go on, so it waits for them (see `settled`) instead of being refused."""
 
 
 def begin(db: sqlite3.Connection, email: str, address: str, vouched: bool, limits: Limits,
           now: float | None = None) -> str:
     """Record a pending attempt and return its id, or refuse with 429 `too_many_attempts`
-    and a Retry-After while a limit is reached: the check and the count are one transaction,
-    so no number of simultaneous attempts gets past a limit."""
+    and a Retry-After while a limit is reached (`Pending` while reached only with attempts in
+    flight): the check and the count are one transaction, so no number of simultaneous
+    attempts gets past a limit."""
+    # What the limits count: the email's attempts (its pairs' too) and the address's.
+    hold(db, f"sign-in:{email}", f"sign-in-from:{address}")
     now = clock(now)
-    since = now - limits.window_seconds
-    db.execute("DELETE FROM sign_in_attempts WHERE started_at <= ?", (since,))
-    waits = [
-        _wait(db, "email = ? AND address = ?", (email, address), limits.per_pair, since, now),
-        _wait(db, "address = ?", (address,), limits.per_address, since, now),
-    ]
-    if not vouched and not _known(db, email, address, now):
-        waits.append(_wait(db, "email = ?", (email,), limits.per_email, since, now))
-    wait = max(waits)
-    if wait > 0:
-        raise Refusal("too_many_attempts", _refused_for(wait),
-                      headers={"Retry-After": str(math.ceil(wait))})
+    db.execute("DELETE FROM sign_in_attempts WHERE started_at <= ?",
+               (now - limits.window_seconds,))
+    _judge(db, email, address, vouched, limits, now)
     attempt = str(uuid.uuid4())
     db.execute("INSERT INTO sign_in_attempts (id, email, address, started_at) VALUES (?, ?, ?, ?)",
                (attempt, email, address, now))
@@ -77,10 +82,47 @@ def succeeded(db: sqlite3.Connection, attempt: str, email: str, address: str,
     db.execute("DELETE FROM sign_in_known WHERE signed_in_at <= ?", (now - KNOWN_FOR_S,))
 
 
-def _wait(db: sqlite3.Connection, where: str, params: tuple[str, ...], limit: int,
-          since: float, now: float) -> float:
-    """Seconds until fewer than `limit` attempts (pending or failed) since `since` match
-    `where`; 0 when that is already so."""
+def settled(db: sqlite3.Connection, email: str, address: str, vouched: bool, limits: Limits,
+            now: float | None = None) -> bool:
+    """Whether the attempts in flight that made this one wait have ended (or are counted as
+    failures now): a read, so an attempt that waits asks without writing."""
+    try:
+        _judge(db, email, address, vouched, limits, clock(now))
+    except Pending:
+        return False
+    except Refusal:
+        return True  # `begin` says so again, in its transaction
+    return True
+
+
+def _judge(db: sqlite3.Connection, email: str, address: str, vouched: bool, limits: Limits,
+           now: float) -> None:
+    """Refuse while failures reach a limit; raise `Pending` while it is reached only with
+    attempts still being checked."""
+    since = now - limits.window_seconds
+    scopes: list[tuple[str, tuple[str, ...], int]] = [
+        ("email = ? AND address = ?", (email, address), limits.per_pair),
+        ("address = ?", (address,), limits.per_address),
+    ]
+    if not vouched and not _known(db, email, address, now):
+        scopes.append(("email = ?", (email,), limits.per_email))
+    # A pending attempt older than a check can last is a dead process's: a failure.
+    stale = now - limits.in_flight_seconds
+    wait = max(_wait(db, f"{where} AND (outcome = 'failed' OR started_at <= ?)",
+                     (*params, stale), limit, since) for where, params, limit in scopes)
+    if wait > 0:
+        raise Refusal("too_many_attempts", _refused_for(wait),
+                      headers={"Retry-After": str(math.ceil(wait))})
+    wait = max(_wait(db, where, params, limit, since) for where, params, limit in scopes)
+    if wait > 0:
+        raise Pending("too_many_attempts", _refused_for(wait),
+                      headers={"Retry-After": str(math.ceil(wait))})
+
+
+def _wait(db: sqlite3.Connection, where: str, params: tuple[object, ...], limit: int,
+          since: float) -> float:
+    """Seconds until fewer than `limit` attempts since `since` match `where`; 0 when that is
+    already so."""
     row = db.execute(
         f"SELECT started_at FROM sign_in_attempts WHERE {where} AND started_at > ?"
         " ORDER BY started_at DESC LIMIT 1 OFFSET ?",

@@ -274,13 +274,14 @@ async def test_two_processes_on_one_database_share_the_counts(settings, counted)
 
 
 async def test_a_pending_attempt_of_a_dead_process_ages_out_with_the_window(settings, counted):
-    """An attempt recorded as pending by a process that died before its check ended counts as
-    a failure for the window, then no more; the rows past the window are removed."""
+    """An attempt recorded as pending by a process that died before its check ended is waited
+    for no longer than a check can last, then counts as a failure for the window, then no more;
+    the rows past the window are removed."""
     db = await open_database(settings).open()
     try:
         window = 1.0
-        sessions = auth.Sessions(db, "test-secret", limits=Limits(window_seconds=window,
-                                                                 per_pair=1))
+        sessions = auth.Sessions(db, "test-secret", limits=Limits(
+            window_seconds=window, per_pair=1, in_flight_seconds=0.3))
         # A process records its attempt, then dies before checking the password.
         await db.write(throttle.begin, ADA, "10.9.0.1", False, sessions.limits)
         assert scalar(settings.db_path, "SELECT outcome FROM sign_in_attempts") == "pending"
@@ -306,3 +307,44 @@ async def test_the_lock_message_says_how_long_it_lasts(strict):
         browser.headers["Accept"] = "text/html"
         page = await browser.post("/login", data={"email": ADA, "password": "wrong"})
     assert page.status_code == 429 and "15 minutes" in page.text
+
+
+async def test_sixteen_correct_passwords_at_once_all_get_in(studio, counted):
+    """Attempts past the pair limit wait for the outcome of those being checked instead of
+    being refused: right passwords sent at one moment all sign in."""
+    answers = await at_once(*[(studio, "10.11.0.1", ADA, DEMO_PASSWORD)] * 16)
+    assert [reply.status_code for reply in answers] == [200] * 16, [
+        reply.text for reply in answers if reply.status_code != 200]
+    assert counted.checks == 16
+    assert sessions_of(studio, ADA) == 16
+    assert attempts_of(studio, ADA) == {}
+
+
+async def test_correct_passwords_at_once_through_two_processes_all_get_in(settings, counted):
+    """The wait polls the database, so an attempt in flight on one host lets another host's
+    wait end as soon as it succeeds."""
+    first, second = (await open_database(settings).open(),
+                     await open_database(settings).open())
+    try:
+        one, other = (auth.Sessions(db, "test-secret", limits=Limits(per_pair=2))
+                      for db in (first, second))
+        signed_in: list[str] = []
+
+        async def sign_in(sessions: auth.Sessions) -> None:
+            actor, _ = await sessions.sign_in(ADA, DEMO_PASSWORD, "10.12.0.1")
+            signed_in.append(actor.email)
+
+        async with anyio.create_task_group() as group:
+            for n in range(8):
+                group.start_soon(sign_in, one if n % 2 else other)
+        assert signed_in == [ADA] * 8 and counted.checks == 8
+    finally:
+        await first.close()
+        await second.close()
+    assert sessions_of_path(settings.db_path, ADA) == 8
+    assert scalar(settings.db_path, "SELECT COUNT(*) FROM sign_in_attempts") == 0
+
+
+def sessions_of_path(db_path: Any, email: str) -> int:
+    return scalar(db_path, "SELECT COUNT(*) FROM sessions JOIN actors"
+                  " ON actors.id = sessions.actor_id WHERE actors.email = ?", email)

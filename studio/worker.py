@@ -249,6 +249,7 @@ class Worker:
         self.wake = asyncio.Event()
         self._can_run = sorted(providers.known)  # the providers this worker claims tasks for
         self._held: set[str] = set()
+        self._busy = False  # the last claim found a task: the next claims without a look first
         self._running: set[asyncio.Task[None]] = set()
         # Sends are delivered beside the tasks when the studio has a mail server.
         self.delivery = Delivery(db, settings, self.name) if settings.smtp_url else None
@@ -284,15 +285,21 @@ class Worker:
         self._held.add(claim)
         seconds = self.settings.claim_seconds
         try:
-            # A look first, so an idle worker's poll writes nothing at all. Then a waiting
-            # task; only when none was taken, a timed-out claim (see claim_task).
-            waiting, timed_out = await self.db.read(what_to_claim, self._can_run)
+            # A look first, so an idle worker's poll writes nothing at all (a busy one, whose
+            # last claim found a task, claims at once). Then a waiting task; only when none
+            # was taken, a timed-out claim (see claim_task).
+            waiting, timed_out = (True, False) if self._busy else await self.db.read(
+                what_to_claim, self._can_run)
             task = None
             if waiting:
                 task = await self.db.write(
                     claim_task, claim, seconds, providers=self._can_run, take_over=False)
+            if task is None and self._busy:
+                self._busy = False
+                waiting, timed_out = await self.db.read(what_to_claim, self._can_run)
             if task is None and timed_out:
                 task = await self.db.write(claim_task, claim, seconds, providers=self._can_run)
+            self._busy = task is not None
         except Exception:
             # The transaction rolled back: no task carries this claim, so nothing to keep alive.
             self._held.discard(claim)

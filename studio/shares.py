@@ -26,6 +26,8 @@ from studio.leases import timestamp
 TOKEN_BYTES = 16  # 128 bits
 # What secrets.token_urlsafe(16) gives: 22 characters of the URL-safe base64 alphabet.
 TOKEN = re.compile(r"[A-Za-z0-9_-]{22}")
+# A link as an email's text ends with it (outbox.queue adds it last).
+EMAILED_TOKEN = re.compile(r"/i/([A-Za-z0-9_-]{22})\s*$")
 DAY = 86400.0
 DEFAULT_DAYS = 90.0
 # The links the invoice page lists, newest first.
@@ -42,11 +44,10 @@ def token_sha256(token: str) -> str:
     return hashlib.sha256(token.encode("ascii")).hexdigest()
 
 
-def mint(db: sqlite3.Connection, actor_id: str, invoice_id: str, now: float | None = None,
-         days: float = DEFAULT_DAYS) -> tuple[str, str]:
+def _new_link(db: sqlite3.Connection, actor_id: str, invoice_id: str, now: float,
+              days: float) -> tuple[str, str]:
     """A new link to the actor's issued invoice, live for `days`: (link id, token). The token
     is returned here once and never stored."""
-    now = clock(now)
     row = invoices.owned(db, actor_id, invoice_id)
     if row["status"] != "issued":
         raise Refusal("invoice_not_issued", "Only an issued invoice can be shared; issue it"
@@ -59,11 +60,43 @@ def mint(db: sqlite3.Connection, actor_id: str, invoice_id: str, now: float | No
     return link_id, token
 
 
+def _emailed_link(db: sqlite3.Connection, actor_id: str, invoice_id: str, now: float,
+                  days: float) -> tuple[str, str] | None:
+    """The working link an earlier email of the invoice carried, with at least half its time
+    left: (link id, token), the token read back from that email's own text, which holds it
+    already; None when there is none or the text no longer holds it."""
+    row = db.execute(
+        "SELECT share_links.id, share_links.token_sha256, sends.message FROM share_links"
+        " JOIN sends ON sends.share_link_id = share_links.id"
+        " WHERE share_links.invoice_id = ? AND share_links.owner_id = ?"
+        " AND share_links.revoked_at IS NULL AND share_links.expires_at > ?"
+        " ORDER BY share_links.created_at DESC, sends.created_at DESC LIMIT 1",
+        (invoice_id, actor_id, now + days * DAY / 2)).fetchone()
+    if row is None:
+        return None
+    found = EMAILED_TOKEN.search(row["message"])
+    if found is None or not hmac.compare_digest(token_sha256(found[1]), row["token_sha256"]):
+        return None
+    return row["id"], found[1]
+
+
+def mint(db: sqlite3.Connection, actor_id: str, invoice_id: str, now: float | None = None,
+         days: float = DEFAULT_DAYS) -> tuple[str, str]:
+    """The link an email of the actor's issued invoice carries: (link id, token). Every email
+    names the one working link an earlier email made, so a customer holds one link per
+    invoice; a new one only when there is none (or it was stopped, or is near its end)."""
+    now = clock(now)
+    reused = _emailed_link(db, actor_id, invoice_id, now, days)
+    if reused is not None and invoices.owned(db, actor_id, invoice_id)["status"] == "issued":
+        return reused
+    return _new_link(db, actor_id, invoice_id, now, days)
+
+
 def create(db: sqlite3.Connection, actor_id: str, invoice_id: str, days: float,
            now: float | None = None) -> dict[str, Any]:
     """A new link, as the API answers it: its token (shown this once) and when it expires."""
     hold(db, account_lock(actor_id))
-    link_id, token = mint(db, actor_id, invoice_id, now, days)
+    link_id, token = _new_link(db, actor_id, invoice_id, clock(now), days)
     expires_at = db.execute("SELECT expires_at FROM share_links WHERE id = ?",
                             (link_id,)).fetchone()[0]
     return {"id": link_id, "token": token, "expires_at": timestamp(expires_at)}

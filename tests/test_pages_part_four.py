@@ -15,7 +15,7 @@ import uuid
 import pytest
 
 from studio import leases
-from tests.conftest import lease_body, rows, scalar, wait_for_status
+from tests.conftest import lease_body, rows, running, scalar, wait_for_status
 from tests.test_words_pages import visible
 
 pytestmark = pytest.mark.anyio
@@ -171,3 +171,33 @@ async def test_a_customer_never_takes_the_sellers_own_vat_id(studio) -> None:
     assert edited.status_code == 422 and "your own VAT ID" in edited.json()["message"]
     assert scalar(studio.settings.db_path, "SELECT vat_id FROM customers WHERE id = ?",
                   theirs.json()["id"]) == "DE811569869"
+
+
+async def test_every_email_of_an_invoice_names_its_one_working_share_link(settings) -> None:
+    ready = settings.with_changes(smtp_url="smtp://127.0.0.1:9", mail_from="ada@example.com")
+    async with running(ready) as studio:
+        client = await studio.signed_in()
+        invoice_id = studio.invoice_ids()[0]
+        db_path = studio.settings.db_path
+
+        async def send() -> str:
+            reply = await client.post(f"/invoices/{invoice_id}/send", json={
+                "request_id": str(uuid.uuid4()), "to": "buyer@example.com"})
+            assert reply.status_code == 202, reply.text
+            message = scalar(db_path, "SELECT message FROM sends WHERE id = ?",
+                             reply.json()["send_id"])
+            return re.findall(r"/i/([A-Za-z0-9_-]{22})", message)[-1]
+
+        first, second = await send(), await send()
+        assert first == second
+        assert scalar(db_path, "SELECT COUNT(*) FROM share_links WHERE invoice_id = ?",
+                      invoice_id) == 1
+        assert (await studio.client().get(f"/i/{first}", headers=PAGE)).status_code == 200
+
+        # Stopped, the link is not handed out again: the next email makes a new one.
+        assert (await client.delete(f"/invoices/{invoice_id}/share")).status_code == 200
+        third = await send()
+        assert third != first
+        assert (await studio.client().get(f"/i/{third}", headers=PAGE)).status_code == 200
+        assert scalar(db_path, "SELECT COUNT(*) FROM share_links WHERE invoice_id = ?"
+                               " AND revoked_at IS NULL", invoice_id) == 1

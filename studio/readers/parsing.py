@@ -19,10 +19,16 @@ import itertools
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import TypedDict
 
 CENT = Decimal("0.01")
+
+
+def times(quantity: Decimal, unit_price: Decimal) -> Decimal:
+    """What a till prints for a quantity at a unit price: rounded half up to the cent
+    (38,52 l x 1,749 = 67,37)."""
+    return (quantity * unit_price).quantize(CENT, rounding=ROUND_HALF_UP)
 
 
 class Line(TypedDict):
@@ -52,11 +58,12 @@ STATUTORY_RATES = {
 KNOWN_RATES = {Decimal(r) for rates in STATUTORY_RATES.values() for r in rates}
 
 TOTAL_WORDS = {
-    "de": ["zu zahlen", "gesamtbetrag", "rechnungsbetrag", "endbetrag", "gesamtsumme",
-           "summe", "gesamt", "betrag"],
-    "fr": ["total ttc", "net à payer", "net a payer", "montant ttc", "à payer", "a payer",
+    "de": ["zu zahlen", "zu bezahlen", "endsumme", "gesamtbetrag", "rechnungsbetrag",
+           "endbetrag", "gesamtsumme", "summe", "gesamt", "betrag"],
+    "fr": ["total ttc", "net à payer", "net a payer", "montant ttc", "montant dû", "montant du",
+           "à payer", "a payer", "à régler", "total"],
+    "en": ["amount due", "balance due", "total due", "grand total", "total to pay", "to pay",
            "total"],
-    "en": ["amount due", "balance due", "total due", "grand total", "to pay", "total"],
 }
 NET_WORDS = {
     "de": ["zwischensumme", "nettobetrag", "summe netto", "netto", "warenwert"],
@@ -208,6 +215,8 @@ class Candidate:
     code: str | None = None
     # Not an article at all: a line read as one only through a correction.
     drop: bool = False
+    # The quantity is the number the line starts with (a quantity column).
+    lead: bool = False
 
 
 @dataclass
@@ -292,15 +301,16 @@ def _item_readings(line: str, amounts: list[Amount], codes: dict[str, Decimal],
         if inner and amounts[:-1] and inner[-1].start() > amounts[-2].end \
                 and dec(inner[-1].group(1)) in KNOWN_RATES:
             rate = dec(inner[-1].group(1))
-    head_no_rate = RATE.sub(lambda m: " " if dec(m.group(1)) in KNOWN_RATES
+    head_no_rate = RATE.sub(lambda m: " " * len(m.group(0)) if dec(m.group(1)) in KNOWN_RATES
                             and m.start() > (amounts[-2].end if len(amounts) > 1 else 10**6)
                             else m.group(0), head)
     total = last.value
     out: list[Candidate] = []
 
-    def add(q: Decimal | None, u: Decimal | None, desc: str, penalty: float) -> None:
+    def add(q: Decimal | None, u: Decimal | None, desc: str, penalty: float,
+            lead: bool = False) -> None:
         out.append(Candidate(q, u, total, _clean_description(desc), penalty, corrected,
-                             rate, code))
+                             rate, code, lead=lead))
 
     before = amounts[:-1]
     # 2 x 4,99 / 2x4.99 / 1 @ £45.00 / 3 Stk x 0,99 / 2 Wiener Schnitzel à 16,90
@@ -312,7 +322,7 @@ def _item_readings(line: str, amounts: list[Amount], codes: dict[str, Decimal],
         if m:
             q = dec(m.group(1))
             desc = left[: m.start()] + " " + right
-            add(q, unit.value, desc, 0 if q * unit.value == total else 6)
+            add(q, unit.value, desc, 0 if times(q, unit.value) == total else 6)
             continue
         m = re.search(r"(?:\s|^)(?:à|a|@|je|per|chacun|each|/stk)\s*" + _CUR + r"?\s*$", left,
                       re.I)
@@ -320,7 +330,7 @@ def _item_readings(line: str, amounts: list[Amount], codes: dict[str, Decimal],
         if m and lead:
             q = dec(lead.group(1))
             add(q, unit.value, left[lead.end(): m.start()] + " " + right,
-                0 if q * unit.value == total else 6)
+                0 if times(q, unit.value) == total else 6)
             continue
         # Columns: quantity first, then the article, the unit price, (the rate,) the amount.
         numbers = re.match(r"\s*((?:\d{1,5}(?:[.,]\d{1,3})?\s+){1,2})(?:" + UNIT_WORDS +
@@ -336,20 +346,81 @@ def _item_readings(line: str, amounts: list[Amount], codes: dict[str, Decimal],
                 if q == 0:
                     continue
                 desc = left[numbers.end():] + " " + right
-                add(q, unit.value, desc, (0 if q * unit.value == total else 8) + n)
+                add(q, unit.value, desc, (0 if times(q, unit.value) == total else 8) + n,
+                    lead=True)
+    # Any two numbers before the amount that multiply to it, in whatever columns they stand
+    # (Cappuccino 2 3,80 7,60; Nuitée 2 89,00 178,00).
+    for q, u, spans, distance in _pairs(head_no_rate, before, total):
+        desc = head_no_rate
+        for start, end in sorted(spans, reverse=True):
+            desc = desc[:start] + " " * (end - start) + desc[end:]
+        add(q, u, _strip_markers(desc), 0.3 + 0.1 * distance)
     # The amount alone, the quantity before the article (2x Cod & Chips).
     marked = re.match(r"\s*(\d{1,4})\s*(?:x|×|X|stk\.?|st\.?)\s*(?=\D)", head_no_rate, re.I)
     lead = marked or re.match(r"\s*(\d{1,3})\s+(?=[A-Za-zÄÖÜÉÈÀäöüéèà])", head_no_rate)
     if lead and not before:
         q = Decimal(lead.group(1))
         if q > 0 and (total / q).quantize(CENT) * q == total:
-            add(q, (total / q).quantize(CENT), head_no_rate[lead.end():], 0.2 if marked else 1)
+            add(q, (total / q).quantize(CENT), head_no_rate[lead.end():], 0.2 if marked else 1,
+                lead=True)
     if not before or not out:
         desc = head_no_rate
         for unit in reversed(before):
             desc = desc[: unit.start] + desc[unit.end:]
         add(Decimal(1), total, desc, 2 if before else 0.5 if lead else 0)
     return out
+
+
+NUMBER = re.compile(r"(?<![\w.,/])(\d{1,6}(?:[.,]\d{1,3})?)(?![\d]|[.,]\d)")
+MARKERS = (r"(?:x|×|\*|@|à|a|je|per|each|le|la|kg|g|l|ltr|stk\.?|st\.?|stück|pcs?\.?|pce|"
+           r"eur|€|£|chf|\$|/)")
+
+
+def _numbers(text: str, amounts: list[Amount]) -> list[tuple[Decimal, int, int, str]]:
+    found = {(m.start(1), m.end(1)): (dec(m.group(1)), m.group(1)) for m in NUMBER.finditer(text)}
+    for a in amounts:
+        if not any(start <= a.start < end or a.start <= start < a.end for start, end in found):
+            found[(a.start, a.end)] = (a.value, text[a.start:a.end])
+    return sorted(((v, start, end, printed) for (start, end), (v, printed) in found.items()),
+                  key=lambda item: item[1])
+
+
+def _roles(text: str, a: tuple[Decimal, int, int, str], b: tuple[Decimal, int, int, str]
+           ) -> tuple[Decimal, Decimal]:
+    """Which of two numbers is the quantity and which the unit price."""
+    after_b = text[b[2]:b[2] + 8]
+    after_a = text[a[2]:a[2] + 6]
+    before_a = text[max(0, a[1] - 3):a[1]]
+    money_a = re.search(r"[.,]\d{2}$", a[3]) is not None
+    money_b = re.search(r"[.,]\d{2}$", b[3]) is not None
+    if re.match(r"\s*(?:€|EUR|CHF|£)?\s*/\s*\w", after_b, re.I):
+        return a[0], b[0]
+    if re.match(r"\s*(?:kg|g|l|ltr|stk|st|pcs|x|×|@|à)(?![a-z])", after_a, re.I):
+        return a[0], b[0]
+    if re.search(r"(?:€|£|à|@|x)\s*$", before_a, re.I) or (money_a and not money_b):
+        return b[0], a[0]
+    return a[0], b[0]
+
+
+def _pairs(head: str, amounts: list[Amount], total: Decimal
+           ) -> list[tuple[Decimal, Decimal, list[tuple[int, int]], int]]:
+    numbers = _numbers(head, amounts)
+    out = []
+    for i, j in itertools.combinations(range(len(numbers)), 2):
+        q, u = _roles(head, numbers[i], numbers[j])
+        if q <= 0 or q > 10000 or u <= 0 or times(q, u) != total:
+            continue
+        spans = [numbers[i][1:3], numbers[j][1:3]]
+        out.append((q, u, spans, len(numbers) - 1 - j + (5 if q == 1 else 0)))
+    return out
+
+
+def _strip_markers(text: str) -> str:
+    """The article's words once its numbers are gone: no x, @, à, kg or EUR/kg left over."""
+    marker = MARKERS + r"(?:\s*/\s*\w{1,3})?"
+    text = re.sub(r"(?<=\s)" + marker + r"(?=\s|$)", " ", " " + text + " ", flags=re.I)
+    text = re.sub(r"(?:\s" + marker + r")+\s*$", " ", text, flags=re.I)
+    return text
 
 
 def _quantity_line(line: str) -> tuple[Decimal, Decimal | None] | None:
@@ -364,6 +435,14 @@ def _quantity_line(line: str) -> tuple[Decimal, Decimal | None] | None:
                      fixed, re.I)
     if m:
         return Decimal(0), dec(m.group(1))
+    # Two numbers and nothing else but units and signs (38,52 l x 1,749 EUR/l; 3 à 1,79).
+    numbers = _numbers(fixed, [])
+    rest = NUMBER.sub(" ", fixed)
+    rest = re.sub(r"(?<![a-zäöüé])" + MARKERS + r"(?![a-zäöüé])", " ", rest, flags=re.I)
+    rest = re.sub(r"(?<![\w|])[|I](?![\w|])", " ", rest)  # a litre's l read as | or I
+    if len(numbers) == 2 and not re.search(r"[^\s.,:=/-]", rest):
+        q, u = _roles(fixed, numbers[0], numbers[1])
+        return q, u
     return None
 
 
@@ -563,10 +642,16 @@ def parse(text: str) -> Reading:
             for c in candidates:
                 c.description = _clean_description(pending_desc)
         pending_desc = None
+        if len(items) >= 2 and _is_running_sum(items, candidates, qty_lines):
+            # Worded as no table here says, but it is what the lines above add up to.
+            sums.totals.append((3, candidates[0].amount))
+            ended = True
+            continue
         items.append(ItemLine(n, line, candidates))
 
     _attach_quantities(items, qty_lines)
     chosen, confirmed, total = _choose(items, sums)
+    chosen = _same_layout(items, chosen)
 
     out_lines: list[Line] = []
     single_rate = named[0] if len(named) == 1 and not codes else None
@@ -593,6 +678,35 @@ def parse(text: str) -> Reading:
     }
 
 
+def _same_layout(items: list[ItemLine], chosen: list[Candidate]) -> list[Candidate]:
+    """Where most lines start with their quantity, a line that starts with a number whose
+    amount it divides exactly is read the same way, though its printed unit price was lost."""
+    leading = sum(1 for c in chosen if c.lead and c.quantity != 1)
+    if leading < 2:
+        return chosen
+    out = list(chosen)
+    for n, (item, c) in enumerate(zip(items, chosen, strict=True)):
+        if c.lead or c.quantity != 1:
+            continue
+        alike = [o for o in item.candidates if o.lead and o.amount == c.amount and o.quantity
+                 and times(o.quantity, o.unit_price or Decimal(0)) == c.amount]
+        if alike:
+            out[n] = min(alike, key=lambda o: o.penalty)
+    return out
+
+
+def _is_running_sum(items: list[ItemLine], candidates: list[Candidate],
+                    qty_lines: list[tuple[int, Decimal, Decimal | None]]) -> bool:
+    """A line whose one reading is a single article costing exactly what every line above it
+    costs together is their total, not another article."""
+    if any(c.quantity != 1 for c in candidates) or len({c.amount for c in candidates}) != 1:
+        return False
+    if any(position == len(items) for position, _, _ in qty_lines):
+        return False  # a quantity line just above belongs to this article
+    running = sum((min(i.candidates, key=lambda c: c.penalty).amount for i in items), Decimal(0))
+    return candidates[0].amount == running
+
+
 def _date_only(line: str) -> bool:
     """A line with a date or a time and no amount (the bill's number and date, the till's
     clock) is no article, whatever number ends it."""
@@ -612,7 +726,7 @@ def _attach_quantities(items: list[ItemLine], qty_lines: list[tuple[int, Decimal
                 q = quantity
                 if q == 0 and unit:  # à 5.20 under 2x Cappuccino: the quantity is the line's
                     q = c.quantity if c.quantity else Decimal(1)
-                if unit is None or q * unit != c.amount:
+                if unit is None or times(q, unit) != c.amount:
                     continue
                 score = c.penalty + order * 0.5
                 if best is None or score < best[0]:

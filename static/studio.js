@@ -265,7 +265,23 @@
     }
     announce();
     tick();
+    showLocalTimes();
   });
+
+  // A moment reads in the person's own time zone, as their clock shows it; dates stay dates.
+  var localMoment = window.Intl && Intl.DateTimeFormat
+    ? new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" }) : null;
+
+  function showLocalTimes(root) {
+    if (!localMoment) { return; }
+    (root || document).querySelectorAll("time[data-local]").forEach(function (element) {
+      var at = new Date(element.getAttribute("datetime"));
+      if (isNaN(at.getTime())) { return; }
+      element.textContent = localMoment.format(at);
+      element.title = at.toISOString().slice(0, 16).replace("T", " ") + " UTC";
+      element.removeAttribute("data-local");
+    });
+  }
 
   function tick() {
     document.querySelectorAll("[data-countdown]").forEach(function (element) {
@@ -423,6 +439,7 @@
     if (attach) { startAttach(attach); }
     announce();
     tick();
+    showLocalTimes();
     setInterval(tick, 1000);
   });
 })();

@@ -201,3 +201,16 @@ async def test_every_email_of_an_invoice_names_its_one_working_share_link(settin
         assert (await studio.client().get(f"/i/{third}", headers=PAGE)).status_code == 200
         assert scalar(db_path, "SELECT COUNT(*) FROM share_links WHERE invoice_id = ?"
                                " AND revoked_at IS NULL", invoice_id) == 1
+
+
+async def test_moments_are_sent_for_the_browser_to_read_in_its_own_time_zone(studio) -> None:
+    client = await studio.signed_in()
+    invoice_id = studio.invoice_ids()[0]
+    made = await client.post("/leases", json=lease_body([invoice_id], "moments"))
+    assert made.status_code == 201, made.text
+    assert (await client.post(f"/invoices/{invoice_id}/share")).status_code == 201
+    for path in ("/leases", f"/invoices/{invoice_id}"):
+        page = (await client.get(path, headers=PAGE)).text
+        moments = re.findall(r'<time datetime="([^"]+)" data-local>', page)
+        assert moments, path
+        assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", at) for at in moments)

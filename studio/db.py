@@ -955,8 +955,8 @@ def hold(db: Any, *names: str) -> None:
     for it. Call it first, before the unit reads what it decides on or reads the clock.
 
     One name per rule: `account:<actor id>` for an account's own records (its drafts, series
-    counters, customers, payments, bindings), `sign-in:<email>` for the sign-in counts of an
-    email. SQLite's one writer already holds the whole file (`BEGIN IMMEDIATE`), so there it
+    counters, customers, payments, bindings), `sign-in:<email>` and `sign-in-from:<address>`
+    for the sign-in counts of an email and of a client address. SQLite's one writer already holds the whole file (`BEGIN IMMEDIATE`), so there it
     costs nothing; PostgreSQL takes a transaction-scoped advisory lock per name, in one order,
     and a holder that stops is ended by the connection's timeouts (studio/postgres.py)."""
     if isinstance(db, sqlite3.Connection):

@@ -995,5 +995,7 @@ def baumarkt() -> Receipt:
     return Receipt("baumarkt", rows, "Werkhaus Baumarkt", "2026-12-03", "EUR", items, total)
 
 
-HELD_OUT = [biomarkt, pharmacie, corner_shop, baeckerei_wien, bookshop, baumarkt]
+HELD_OUT = [biomarkt, pharmacie, corner_shop, baeckerei_wien, baumarkt]
+# Its total ("Total (inc VAT)") was read wrong once and the parser corrected for it.
+SEEN.append(bookshop)
 SHAPED_ON = TUNING + SEEN

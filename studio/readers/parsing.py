@@ -68,7 +68,7 @@ TOTAL_WORDS = {
 NET_WORDS = {
     "de": ["zwischensumme", "nettobetrag", "summe netto", "netto", "warenwert"],
     "fr": ["total ht", "sous-total", "sous total", "montant ht"],
-    "en": ["subtotal", "sub-total", "sub total", "net total", "total net"],
+    "en": ["subtotal", "sub-total", "sub total", "net total", "total net", "net amount"],
 }
 TAX_WORDS = ["mwst", "mw.-st", "mwst.", "ust", "ust.", "umsatzsteuer", "mehrwertsteuer",
              "steuer", "tva", "vat", "tax"]
@@ -584,7 +584,7 @@ def parse(text: str) -> Reading:
         lower = line.lower()
         amounts = _line_amounts(line)
         net_word = next((w for ws in NET_WORDS.values() for w in ws if _has_word(lower, [w])),
-                        None)
+                        None) or re.match(r"net\b(?!\s*(?:à|a)\s*payer)", lower)
         total_word = None
         for lang in ("de", "fr", "en"):
             for rank, word in enumerate(TOTAL_WORDS[lang]):
@@ -598,7 +598,8 @@ def parse(text: str) -> Reading:
             sums.nets.append(amounts[-1])
             ended = True
             continue
-        if total_word and amounts and not tax_word:
+        including = re.search(r"\b(?:inc|incl|including|inkl|inklusive|ttc)\b", lower)
+        if total_word and amounts and (not tax_word or including):
             sums.totals.append((total_word[0] + (0.5 if "netto" in lower else 0), amounts[-1]))
             ended = True
             continue
@@ -644,7 +645,7 @@ def parse(text: str) -> Reading:
         pending_desc = None
         if len(items) >= 2 and _is_running_sum(items, candidates, qty_lines):
             # Worded as no table here says, but it is what the lines above add up to.
-            sums.totals.append((3, candidates[0].amount))
+            sums.totals.append((10, candidates[0].amount))
             ended = True
             continue
         items.append(ItemLine(n, line, candidates))

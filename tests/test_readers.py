@@ -220,6 +220,22 @@ def test_what_is_no_receipt_is_refused():
         read_receipt(b"\x89PNG\r\n\x1a\nbroken", "image/png")
 
 
+def test_an_image_larger_than_any_receipt_is_refused_before_it_is_decoded():
+    out = io.BytesIO()
+    Image.new("1", (8000, 8000), 1).save(out, format="PNG")
+    with pytest.raises(UnreadableReceipt, match="larger than any receipt"):
+        read_receipt(out.getvalue(), "image/png")
+
+
+def test_a_text_of_endless_numbers_is_read_in_bounded_time():
+    import time
+
+    started = time.perf_counter()
+    reading = parse(("Item " + "1,00 2 3,5 x 4,99 " * 40 + "\n") * 2000)
+    assert time.perf_counter() - started < 10
+    assert isinstance(reading["lines"], list)
+
+
 # --- OCR ----------------------------------------------------------------------------------
 
 def photo_of(receipt: R.Receipt, seed: int) -> bytes:

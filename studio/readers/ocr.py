@@ -25,6 +25,8 @@ MAX_PAGES = 4
 # Larger images are scaled down before OCR: more pixels cost time and read no better.
 MAX_SIDE = 2600
 MIN_WIDTH = 600
+# A phone's photo is 12 to 50 megapixels; more is no receipt (and would take the memory of many).
+MAX_PIXELS = 60_000_000
 
 try:  # HEIC photos from phones, when the wheel is installed.
     from pillow_heif import register_heif_opener
@@ -72,8 +74,14 @@ def receipt_text(data: bytes, content_type: str, timeout: float = 30.0) -> str:
 def open_image(data: bytes) -> Image.Image:
     try:
         image = Image.open(io.BytesIO(data))
-        image.load()
     except Exception as error:  # Pillow raises many kinds for bytes it cannot read
+        raise UnreadableReceipt(f"not an image Pillow can open: {error}") from error
+    if image.width * image.height > MAX_PIXELS:
+        raise UnreadableReceipt(f"an image of {image.width} x {image.height} pixels is larger "
+                                "than any receipt")
+    try:
+        image.load()
+    except Exception as error:
         raise UnreadableReceipt(f"not an image Pillow can open: {error}") from error
     return image
 

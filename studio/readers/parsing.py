@@ -23,6 +23,9 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import TypedDict
 
 CENT = Decimal("0.01")
+# What is read of a text, however long it is: a receipt has far fewer and shorter lines.
+MAX_LINES = 400
+MAX_LINE = 240
 
 
 def times(quantity: Decimal, unit_price: Decimal) -> Decimal:
@@ -146,8 +149,8 @@ def dec(text: str) -> Decimal:
 
 
 def text_of(value: Decimal | None) -> str | None:
-    """A Decimal as the reading writes it: no exponent, no trailing zeros past two decimals
-    for amounts is the caller's choice; here the value as it stands."""
+    """An amount as the reading writes it: no exponent, the decimals as printed (4.99,
+    1.749)."""
     if value is None:
         return None
     return format(value, "f")
@@ -404,7 +407,7 @@ def _roles(text: str, a: tuple[Decimal, int, int, str], b: tuple[Decimal, int, i
 
 def _pairs(head: str, amounts: list[Amount], total: Decimal
            ) -> list[tuple[Decimal, Decimal, list[tuple[int, int]], int]]:
-    numbers = _numbers(head, amounts)
+    numbers = _numbers(head, amounts)[-8:]
     out = []
     for i, j in itertools.combinations(range(len(numbers)), 2):
         q, u = _roles(head, numbers[i], numbers[j])
@@ -570,8 +573,8 @@ def _line_amounts(line: str) -> list[Decimal]:
 
 def parse(text: str) -> Reading:
     """The reading of a receipt's text."""
-    raw = [_fold(line).strip() for line in text.splitlines()]
-    lines = [re.sub(r"\s+", " ", line) for line in raw if line.strip()]
+    raw = [_fold(line).strip() for line in text.splitlines()[:MAX_LINES]]
+    lines = [re.sub(r"\s+", " ", line)[:MAX_LINE] for line in raw if line.strip()]
     codes = _rate_codes(lines)
     named = _rates_named(lines)
 
@@ -770,8 +773,10 @@ def _choose(items: list[ItemLine], sums: Sums
     fixed_sum = sum((default[i].amount for i in range(len(items)) if i not in ambiguous),
                     Decimal(0))
     best: tuple[float, list[Candidate], Decimal | None] | None = None
-    combos = itertools.product(*options) if options and len(options) <= 8 else [
-        tuple(o[0] for o in options)]
+    size = 1
+    for o in options:
+        size *= len(o)
+    combos = itertools.product(*options) if size <= 20000 else [tuple(o[0] for o in options)]
     for combo in combos:
         total_lines = fixed_sum + sum((c.amount for c in combo), Decimal(0))
         penalty = sum(c.penalty for c in combo)

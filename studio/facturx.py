@@ -17,12 +17,25 @@ the seller's name, address and VAT ID.
 from __future__ import annotations
 
 import asyncio
+import io
 import re
 from decimal import Decimal
 from typing import Any
 
 import facturx
 from lxml import etree
+from PIL import ImageCms
+
+# pypdf comes with factur-x, which writes the PDF/A-3 with it.
+from pypdf import PdfReader, PdfWriter
+from pypdf.generic import (
+    ArrayObject,
+    DecodedStreamObject,
+    DictionaryObject,
+    NameObject,
+    NumberObject,
+    TextStringObject,
+)
 
 from studio import documents, invoices, money
 from studio.db import Database
@@ -41,7 +54,7 @@ SEPA_CREDIT_TRANSFER = "58"
 # UN/ECE Recommendation 20: "one", a unit without a name of its own.
 UNIT = "C62"
 # The e-invoice's own layout, kept beside the document's: a change to either builds it anew.
-LAYOUT = "facturx-2"
+LAYOUT = "facturx-3"
 
 
 def layout() -> str:
@@ -241,12 +254,42 @@ def xml_of(invoice: dict[str, Any]) -> bytes:
 # --- the PDF ---------------------------------------------------------------------------------
 
 
+# The colour space the document's images (the payment code, a logo) are meant in, as PDF/A
+# asks of a file that holds any: sRGB, its ICC profile made by Pillow's LittleCMS.
+SRGB = "sRGB IEC61966-2.1"
+
+
+def srgb_profile() -> bytes:
+    return ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
+
+
+def with_srgb_intent(pdf: bytes) -> bytes:
+    """The PDF with an sRGB output intent whose ICC profile is embedded (PDF/A-3B, 6.2.3)."""
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf)))
+    profile = DecodedStreamObject()
+    profile.set_data(srgb_profile())
+    profile[NameObject("/N")] = NumberObject(3)
+    intent = DictionaryObject({
+        NameObject("/Type"): NameObject("/OutputIntent"),
+        NameObject("/S"): NameObject("/GTS_PDFA1"),
+        NameObject("/OutputConditionIdentifier"): TextStringObject(SRGB),
+        NameObject("/Info"): TextStringObject(SRGB),
+        NameObject("/RegistryName"): TextStringObject("http://www.color.org"),
+        NameObject("/DestOutputProfile"): writer._add_object(profile.flate_encode()),
+    })
+    writer._root_object[NameObject("/OutputIntents")] = ArrayObject(
+        [writer._add_object(intent)])
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
 def embed(pdf: bytes, xml: bytes, invoice: dict[str, Any]) -> bytes:
     """The document's PDF as a PDF/A-3 with the XML inside, checked against the schema."""
     title = documents.title_of(invoice)
     seller = (invoice.get("seller") or {}).get("name") or ""
     return facturx.generate_from_binary(
-        pdf, xml, flavor="factur-x", level="en16931", check_xsd=True, lang="en",
+        with_srgb_intent(pdf), xml, flavor="factur-x", level="en16931", check_xsd=True, lang="en",
         pdf_metadata={"author": seller, "title": title, "keywords": "Factur-X, Invoice",
                       "subject": f"{title}, issued {documents.issue_date_of(invoice)} by {seller}"})
 

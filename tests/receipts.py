@@ -1174,3 +1174,183 @@ def wirtshaus_ch() -> Receipt:
 
 
 HELD_OUT += [getraenkemarkt, cave, riverside, elektro, supermarche, wirtshaus_ch]
+
+
+# --- held out, the last set written: never used to shape the parser ------------------------
+
+def metzgerei() -> Receipt:
+    """A German butcher: weighed meat on one line (kg x price per kg, then the amount), a
+    count with Stk, Summe, MwSt 7 % included, the euro sign after amounts."""
+    rate = D("7")
+    items = [
+        Item("Rinderhack", D("0.512"), D("12.90"), rate),
+        Item("Bratwurst grob", D("4"), D("1.60"), rate),
+        Item("Leberkäse", D("0.275"), D("16.80"), rate),
+        Item("Kartoffelsalat 500g", D("1"), D("3.95"), rate),
+    ]
+    rows: list[tuple[Any, ...]] = [
+        ("cb", "Metzgerei Hofmann"), ("c", "Marktstraße 2, 97070 Würzburg"),
+        ("c", "Tel. 0931 55443"), ("l", "03.12.2026  16:20  Bed. 2"), ("rule",),
+    ]
+    for i in items:
+        if i.quantity != i.quantity.to_integral():
+            label = (f"{i.description} {str(i.quantity).replace('.', ',')} kg x "
+                     f"{money(i.unit_price, 'de')} €/kg")
+        elif i.quantity != 1:
+            label = f"{i.description} {i.quantity} Stk x {money(i.unit_price, 'de')}"
+        else:
+            label = i.description
+        rows.append(("lr", label, f"{money(i.amount, 'de')} €"))
+    total = _sum(items)
+    net, tax, _ = _tax_split(items, rate)
+    rows += [("rule",), ("lr", "Summe", f"{money(total, 'de')} €", True),
+             ("l", f"enth. MwSt 7 %: {money(tax, 'de')} €"), ("lr", "Bar", "40,00 €"),
+             ("lr", "Rückgeld", f"{money(D('40') - total, 'de')} €")]
+    return Receipt("metzgerei", rows, "Metzgerei Hofmann", "2026-12-03", "EUR", items, total)
+
+
+def librairie() -> Receipt:
+    """A French bookshop and stationer: books at 5,5 %, stationery at 20 %, the rate in
+    brackets on each line, the quantity and unit price after Qté and PU."""
+    books, std = D("5.5"), D("20")
+    items = [
+        Item("Cahier A4 96p grands carreaux", D("4"), D("3.45"), std),
+        Item("Le Petit Prince (Folio)", D("1"), D("7.90"), books),
+        Item("Stylo plume Safari", D("2"), D("24.50"), std),
+        Item("Atlas routier France 2027", D("1"), D("12.95"), books),
+    ]
+    rows: list[tuple[Any, ...]] = [
+        ("cb", "Librairie Colin"), ("c", "11 rue Nationale, 37000 Tours"),
+        ("c", "SIREN 402 118 774"), ("l", "Vente 8812 du 03/12/2026"), ("rule",),
+    ]
+    for i in items:
+        detail = f" Qté {i.quantity} PU {money(i.unit_price, 'fr')}" if i.quantity != 1 else ""
+        rows.append(("lr", f"{i.description}{detail}",
+                     f"{money(i.amount, 'fr')} ({rate_text(i.tax_rate, True, 1)}%)"))
+    total = _sum(items)
+    rows += [("rule",), ("lr", "TOTAL TTC", f"{money(total, 'fr')} EUR", True)]
+    for rate in (books, std):
+        net, tax, _ = _tax_split(items, rate)
+        rows.append(("l", f"TVA {rate_text(rate, True, 1)}% : {money(tax, 'fr')}"))
+    rows += [("lr", "Carte bancaire", money(total, "fr"))]
+    return Receipt("librairie", rows, "Librairie Colin", "2026-12-03", "EUR", items, total)
+
+
+def highland() -> Receipt:
+    """A Scottish outdoor shop's invoice: Item, Qty, Price and Line total columns, an amount
+    past a thousand pounds (£1,249.00), VAT added at 20%, Total due."""
+    rate = D("20")
+    items = [
+        Item("Tent Ridgeline 3P", D("1"), D("1249.00"), rate),
+        Item("Sleeping mat self-inflating", D("2"), D("64.50"), rate),
+        Item("Gas canister 450g", D("6"), D("6.75"), rate),
+    ]
+    rows: list[tuple[Any, ...]] = [
+        ("b", "Highland Outdoor Ltd"), ("l", "41 Academy Street, Inverness IV1 1LP"),
+        ("l", "VAT Registration GB 377 2210 58"), ("blank",),
+        ("l", "Invoice HO-55821   Invoice date 03/12/2026"), ("blank",),
+        ("cols", [(0.0, "Item", "l"), (0.6, "Qty", "r"), (0.78, "Price", "r"),
+                  (1.0, "Line total", "r")]),
+        ("rule",),
+    ]
+    for i in items:
+        rows.append(("cols", [(0.0, i.description, "l"), (0.6, str(i.quantity), "r"),
+                              (0.78, f"£{money(i.unit_price, 'en')}", "r"),
+                              (1.0, f"£{money(i.amount, 'en')}", "r")]))
+    net = _sum(items)
+    tax = (net * rate / 100).quantize(CENT)
+    total = net + tax
+    rows += [("rule",), ("lr", "Goods total", f"£{money(net, 'en')}"),
+             ("lr", "VAT at 20%", f"£{money(tax, 'en')}"),
+             ("lr", "Total due", f"£{money(total, 'en')}", True),
+             ("l", "Payment within 30 days to the account below.")]
+    return Receipt("highland", rows, "Highland Outdoor Ltd", "2026-12-03", "GBP", items, total,
+                   width=1100)
+
+
+def konditorei() -> Receipt:
+    """A Viennese patisserie: 2x before the item with the unit price and the amount, Summe
+    EUR, the two rates as lines beginning with the rate."""
+    low, std = D("10"), D("20")
+    items = [
+        Item("Melange", D("2"), D("4.90"), std),
+        Item("Sachertorte", D("2"), D("6.20"), low),
+        Item("Apfelstrudel mit Schlag", D("1"), D("5.80"), low),
+        Item("Mineralwasser 0,33", D("1"), D("3.40"), std),
+    ]
+    rows: list[tuple[Any, ...]] = [
+        ("cb", "Konditorei Lindner"), ("c", "Kohlmarkt 9, 1010 Wien"),
+        ("c", "ATU 58812204"), ("l", "Tisch 5  03.12.2026 15:48"), ("rule",),
+    ]
+    for i in items:
+        rows.append(("lr", f"{i.quantity}x {i.description} {money(i.unit_price, 'de')}",
+                     money(i.amount, "de")))
+    total = _sum(items)
+    rows += [("rule",), ("lr", "Summe EUR", money(total, "de"), True)]
+    for rate in (low, std):
+        net, tax, gross = _tax_split(items, rate)
+        rows.append(("l", f"{rate}% MwSt {money(tax, 'de')} von {money(gross, 'de')}"))
+    rows += [("lr", "Karte", money(total, "de"))]
+    return Receipt("konditorei", rows, "Konditorei Lindner", "2026-12-03", "EUR", items, total)
+
+
+def buerobedarf() -> Receipt:
+    """A German office supplier's invoice: quantity, unit (Pack, Stk), article, unit price,
+    total price, Summe netto, 19 % USt, Rechnungsbetrag."""
+    rate = D("19")
+    items = [
+        Item("Kopierpapier A4 80g", D("5"), D("4.29"), rate),
+        Item("Ordner breit blau", D("12"), D("2.15"), rate),
+        Item("Toner TN-2420", D("2"), D("58.90"), rate),
+        Item("Haftnotizen 76x76", D("10"), D("0.99"), rate),
+    ]
+    units = ["Pack", "Stk", "Stk", "Block"]
+    rows: list[tuple[Any, ...]] = [
+        ("b", "Bürobedarf Klein KG"), ("l", "Schillerstraße 20, 01069 Dresden"),
+        ("l", "USt-IdNr. DE 198 334 207"), ("blank",),
+        ("l", "Rechnung 44871   Datum 3. Dezember 2026"), ("blank",),
+        ("cols", [(0.0, "Menge", "l"), (0.20, "Artikel", "l"), (0.80, "Einzelpreis", "r"),
+                  (1.0, "Gesamtpreis", "r")]),
+        ("rule",),
+    ]
+    for unit, i in zip(units, items, strict=True):
+        rows.append(("cols", [(0.0, f"{i.quantity} {unit}", "l"), (0.20, i.description, "l"),
+                              (0.80, money(i.unit_price, "de"), "r"),
+                              (1.0, money(i.amount, "de"), "r")]))
+    net = _sum(items)
+    tax = (net * rate / 100).quantize(CENT)
+    total = net + tax
+    rows += [("rule",), ("lr", "Summe netto", money(net, "de")),
+             ("lr", "19 % USt", money(tax, "de")),
+             ("lr", "Rechnungsbetrag", f"{money(total, 'de')} €", True)]
+    return Receipt("buerobedarf", rows, "Bürobedarf Klein KG", "2026-12-03", "EUR", items, total,
+                   width=1100)
+
+
+def pub_dublin() -> Receipt:
+    """An Irish pub in euro: count, drink, @ and unit price, the amount; Total; VAT at 23%
+    on drink and 13.5% on food printed as a summary without per-line rates."""
+    drink, food = D("23"), D("13.5")
+    items = [
+        Item("Guinness pint", D("4"), D("6.20"), drink),
+        Item("Irish stew", D("2"), D("16.50"), food),
+        Item("Jameson", D("2"), D("7.10"), drink),
+        Item("Soda bread", D("1"), D("4.50"), food),
+    ]
+    rows: list[tuple[Any, ...]] = [
+        ("cb", "The Brazen Head"), ("c", "20 Bridge Street Lower, Dublin 8"),
+        ("c", "VAT No IE 8F52139K"), ("l", "03/12/2026 21:05  Tab 18"), ("rule",),
+    ]
+    for i in items:
+        rows.append(("lr", f"{i.quantity} {i.description} @ €{money(i.unit_price, 'en')}",
+                     f"€{money(i.amount, 'en')}"))
+    total = _sum(items)
+    rows += [("rule",), ("lr", "Total", f"€{money(total, 'en')}", True)]
+    for rate in (drink, food):
+        net, tax, gross = _tax_split(items, rate)
+        rows.append(("l", f"VAT {rate}% on €{money(gross, 'en')}: €{money(tax, 'en')}"))
+    rows += [("lr", "Mastercard", f"€{money(total, 'en')}")]
+    return Receipt("brazen_head", rows, "The Brazen Head", "2026-12-03", "EUR", items, total)
+
+
+LAST_HELD_OUT = [metzgerei, librairie, highland, konditorei, buerobedarf, pub_dublin]

@@ -21,7 +21,7 @@ from studio.config import Settings, from_environment, signing_keys
 from studio.db import Database, open_database
 from studio.demo import ensure_demo
 from studio.memo import Memo
-from studio.providers import Provider, Providers
+from studio.providers import Provider, Providers, local
 from studio.throttle import Limits
 from studio.views import attachments as attachment_views
 from studio.views import customers as customer_views
@@ -90,6 +90,7 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
             await asyncio.to_thread(documents.stop_renderers)
+            await asyncio.to_thread(local.stop_readers)
             await db.close()
 
     return Starlette(

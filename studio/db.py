@@ -195,7 +195,16 @@ MIGRATIONS: list[Migration] = [
     # 10: part three. Customers, the seller's full profile and logo, the full invoice (buyer
     # frozen at issue, dates, notes), payments and balances, the outbox, share links.
     lambda db: _business(db),
+    # 11: part four. Structured proposals, the state each lease's apply is fenced by, and the
+    # reminder a person keeps for an invoice.
+    lambda db: _run_script(db, MODEL_WORK),
 ]
+
+MODEL_WORK = """
+    ALTER TABLE proposals ADD COLUMN proposal TEXT;      -- JSON, the purpose's schema
+    ALTER TABLE lease_invoices ADD COLUMN fence TEXT;    -- what apply must still find
+    ALTER TABLE invoices ADD COLUMN reminder TEXT;       -- JSON {subject, message}
+"""
 
 SIGN_IN_ATTEMPTS = """
     CREATE TABLE sign_in_attempts (
@@ -956,9 +965,10 @@ def hold(db: Any, *names: str) -> None:
 
     One name per rule: `account:<actor id>` for an account's own records (its drafts, series
     counters, customers, payments, bindings), `sign-in:<email>` and `sign-in-from:<address>`
-    for the sign-in counts of an email and of a client address. SQLite's one writer already holds the whole file (`BEGIN IMMEDIATE`), so there it
-    costs nothing; PostgreSQL takes a transaction-scoped advisory lock per name, in one order,
-    and a holder that stops is ended by the connection's timeouts (studio/postgres.py)."""
+    for the sign-in counts of an email and of a client address. SQLite's one writer already
+    holds the whole file (`BEGIN IMMEDIATE`), so there it costs nothing; PostgreSQL takes a
+    transaction-scoped advisory lock per name, in one order, and a holder that stops is ended
+    by the connection's timeouts (studio/postgres.py)."""
     if isinstance(db, sqlite3.Connection):
         return
     for key in sorted({lock_key(name) for name in names}):

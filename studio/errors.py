@@ -38,6 +38,14 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "draft_changed": (
         409, "This draft changed since you opened it. Reload it and make your change again."),
     "invoice_not_issued": (409, "This invoice is still a draft; it has no document yet."),
+    "nothing_to_read": (
+        422, "This draft has no receipt attached to read. Attach a photo or PDF of it first."),
+    "invoice_changed": (
+        409, "A payment or credit note was recorded since this was written, so it may be"
+             " wrong; nothing was saved. Ask again."),
+    "currency_mismatch": (
+        409, "The receipt is in another currency than the draft; nothing was added."),
+    "invalid_proposal": (422, "The suggestion does not fit what was asked for."),
     "einvoice_incomplete": (409, "This invoice lacks what every e-invoice must carry; its"
                                  " PDF is a complete invoice."),
     "not_creditable": (409, "A credit note cannot itself be credited; credit the invoice."),
@@ -91,9 +99,9 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "invalid_cursor": (
         422, "That page address is not one the studio gave; start again from the first page."),
     "purpose_not_allowed": (422, "That purpose is not one the studio offers."),
-    "unknown_provider": (422, "That writer is not one the studio knows."),
+    "unknown_provider": (422, "That is not one the studio can ask for suggestions."),
     "too_many_tasks": (
-        422, "That asks for too many suggestions at once; choose fewer invoices or writers, or"
+        422, "That asks for too many suggestions at once; choose fewer invoices or"
              " fewer suggestions each."),
     "invoice_incomplete": (422, "This draft is not complete enough to issue."),
     "due_before_issue": (

@@ -15,7 +15,7 @@ from studio.db import Database, account_lock, clock, dialect_of, hold
 from studio.errors import Refusal
 from studio.leases import record_event, timestamp
 from studio.providers import AUTO, Providers
-from studio.purposes import purpose_named
+from studio.purposes import PURPOSES, purpose_named
 
 MAX_CANDIDATES = 5
 
@@ -85,11 +85,11 @@ def parse_intent(body: dict[str, Any], providers: Providers, max_tasks: int) -> 
     if asked is None:
         asked = [AUTO]
     if not asked or not all(isinstance(name, str) for name in asked):
-        raise Refusal("invalid_body", "Name each writer by its name, as text.")
+        raise Refusal("invalid_body", "Name each one to ask for suggestions by its name, as text.")
     known = providers.names()
     if any(name not in known for name in asked):
-        raise Refusal("unknown_provider", "That writer is not one the studio knows; choose"
-                                          f" among: {', '.join(known)}.")
+        raise Refusal("unknown_provider", "That is not one the studio can ask for suggestions;"
+                                          f" choose among: {', '.join(known)}.")
     candidates = body.get("candidates", 1)
     if isinstance(candidates, str) and candidates.isascii() and candidates.isdigit() \
             and len(candidates) < 3:
@@ -97,7 +97,7 @@ def parse_intent(body: dict[str, Any], providers: Providers, max_tasks: int) -> 
     if type(candidates) is not int or not 1 <= candidates <= MAX_CANDIDATES:
         raise Refusal(
             "invalid_body",
-            f"Ask for 1 to {MAX_CANDIDATES} suggestions from each writer (a whole number).",
+            f"Ask for 1 to {MAX_CANDIDATES} suggestions from each (a whole number).",
         )
     intent = Intent(
         purpose=purpose.name,
@@ -109,7 +109,7 @@ def parse_intent(body: dict[str, Any], providers: Providers, max_tasks: int) -> 
         raise Refusal(
             "too_many_tasks",
             f"That asks for {intent.task_count} suggestions; the most in one request is "
-            f"{max_tasks}. Choose fewer invoices or writers, or fewer suggestions each.",
+            f"{max_tasks}. Choose fewer invoices, or fewer suggestions each.",
         )
     return intent
 
@@ -148,19 +148,26 @@ def _bound(db: sqlite3.Connection, actor_id: str, request: LeaseRequest) -> dict
     return None if lease_id is None else _receipt(db, lease_id)
 
 
-def _owns_all(db: sqlite3.Connection, actor_id: str, invoice_ids: tuple[str, ...]) -> bool:
-    owned = db.execute(
-        "SELECT COUNT(*) FROM invoices WHERE owner_id = ? AND status != 'deleted'"
-        " AND id IN (SELECT value FROM json_each(?))",
-        (actor_id, json.dumps(invoice_ids)),
-    ).fetchone()[0]
-    return owned == len(invoice_ids)
+def _fences(db: sqlite3.Connection, actor_id: str, intent: Intent) -> dict[str, str]:
+    """Each target's fence (what apply must still find), once the purpose accepts every one:
+    404 unless all are the actor's, then the purpose's own refusals (an issued invoice's
+    receipt, a paid invoice's reminder), before any model call."""
+    purpose = PURPOSES[intent.purpose]
+    targets = {row["id"]: row for row in db.execute(
+        "SELECT * FROM invoices WHERE owner_id = ? AND status != 'deleted'"
+        " AND id IN (SELECT value FROM json_each(?))", (actor_id, json.dumps(intent.invoice_ids)))}
+    if len(targets) != len(intent.invoice_ids):
+        raise Refusal("invoice_not_found")
+    for invoice_id in intent.invoice_ids:
+        purpose.refuse(db, targets[invoice_id])
+    return {invoice_id: purpose.fence(db, targets[invoice_id])
+            for invoice_id in intent.invoice_ids}
 
 
 def _early_look(db: sqlite3.Connection, actor_id: str, request: LeaseRequest) -> dict | None:
     receipt = _bound(db, actor_id, request)
-    if receipt is None and not _owns_all(db, actor_id, request.intent.invoice_ids):
-        raise Refusal("invoice_not_found")
+    if receipt is None:
+        _fences(db, actor_id, request.intent)
     return receipt
 
 
@@ -185,8 +192,7 @@ def create_lease(
     if db.execute("SELECT 1 FROM sessions WHERE id = ?", (actor.session_id,)).fetchone() is None:
         raise Refusal("not_signed_in")
     intent = request.intent
-    if not _owns_all(db, actor.id, intent.invoice_ids):
-        raise Refusal("invoice_not_found")
+    fences = _fences(db, actor.id, intent)
     if max_open_tasks is not None:
         waiting = _waiting_tasks(db, actor.id)
         if waiting + len(plan) > max_open_tasks:
@@ -204,8 +210,10 @@ def create_lease(
              now + lease_seconds, now, len(plan)),
         )
         db.executemany(
-            "INSERT INTO lease_invoices (lease_id, invoice_id, position) VALUES (?, ?, ?)",
-            [(lease_id, invoice_id, n) for n, invoice_id in enumerate(intent.invoice_ids)],
+            "INSERT INTO lease_invoices (lease_id, invoice_id, position, fence)"
+            " VALUES (?, ?, ?, ?)",
+            [(lease_id, invoice_id, n, fences[invoice_id])
+             for n, invoice_id in enumerate(intent.invoice_ids)],
         )
         db.executemany(
             "INSERT INTO tasks (id, lease_id, invoice_id, provider, candidate, position)"

@@ -57,7 +57,7 @@ def record_event(db: sqlite3.Connection, lease_id: str, kind: str, detail: str, 
 
 def record_proposal(
     db: sqlite3.Connection, task_id: str, claim: str, actor_id: str, text: str,
-    now: float | None = None,
+    now: float | None = None, proposal: dict[str, Any] | None = None,
 ) -> bool:
     """Save one task's proposal, only while its lease is open, its actor unchanged, its
     deadline ahead and the task still held by this attempt (invariant 3).
@@ -71,14 +71,17 @@ def record_proposal(
     now = clock(now)
     saved = db.execute(
         """
-        INSERT INTO proposals (id, task_id, lease_id, invoice_id, provider, summary, created_at)
-        SELECT ?, tasks.id, tasks.lease_id, tasks.invoice_id, tasks.provider, ?, ?
+        INSERT INTO proposals (id, task_id, lease_id, invoice_id, provider, summary, proposal,
+                               created_at)
+        SELECT ?, tasks.id, tasks.lease_id, tasks.invoice_id, tasks.provider, ?, ?, ?
           FROM tasks JOIN leases ON leases.id = tasks.lease_id
          WHERE tasks.id = ? AND tasks.status = 'running' AND tasks.claim = ?
            AND leases.status = 'open' AND leases.actor_id = ? AND leases.deadline_at > ?
         ON CONFLICT (task_id) DO NOTHING
         """,
-        (str(uuid.uuid4()), text, now, task_id, claim, actor_id, now),
+        (str(uuid.uuid4()), text, json.dumps(proposal if proposal is not None
+                                             else {"summary": text}),
+         now, task_id, claim, actor_id, now),
     ).rowcount
     finished = db.execute(
         """
@@ -261,6 +264,11 @@ def end_expired_sessions(db: sqlite3.Connection, idle_seconds: float, max_second
     return len(expired)
 
 
+def proposal_of(row: sqlite3.Row) -> dict[str, Any]:
+    """A stored proposal; one saved before proposals had a shape is its summary."""
+    return json.loads(row["proposal"]) if row["proposal"] else {"summary": row["summary"]}
+
+
 def _own_lease(db: sqlite3.Connection, lease_id: str, actor_id: str, lock: bool = False
                ) -> sqlite3.Row | None:
     """The lease if it is this actor's; another actor's lease is as absent as a made-up id.
@@ -326,9 +334,9 @@ def apply(
         return f"lease_{lease['status']}"
     candidates: dict[str, list[sqlite3.Row]] = {}
     for row in db.execute(
-        "SELECT proposals.id, proposals.invoice_id, proposals.summary FROM proposals"
-        " JOIN tasks ON tasks.id = proposals.task_id WHERE proposals.lease_id = ?"
-        " ORDER BY tasks.position",
+        "SELECT proposals.id, proposals.invoice_id, proposals.summary, proposals.proposal"
+        " FROM proposals JOIN tasks ON tasks.id = proposals.task_id"
+        " WHERE proposals.lease_id = ? ORDER BY tasks.position",
         (lease_id,),
     ):
         candidates.setdefault(row["invoice_id"], []).append(row)
@@ -339,14 +347,19 @@ def apply(
     for invoice_id, rows in candidates.items():
         choice = choices.get(invoice_id, rows[0]["id"])
         chosen.append(next(row for row in rows if row["id"] == choice))
-    field = PURPOSES[lease["purpose"]].writes  # from the allow-list, never from a request
+    # What apply may write is the purpose's, from the allow-list, never from a request; it
+    # writes only where the invoice is still as the lease found it (the fence).
+    purpose = PURPOSES[lease["purpose"]]
     for row in chosen:
-        written = db.execute(
-            f"UPDATE invoices SET {field} = ? WHERE id = ? AND owner_id = ?",
-            (row["summary"], row["invoice_id"], actor_id),
-        ).rowcount
-        if written != 1:
+        target = db.execute(
+            "SELECT invoices.*, lease_invoices.fence FROM invoices JOIN lease_invoices"
+            " ON lease_invoices.invoice_id = invoices.id AND lease_invoices.lease_id = ?"
+            f" WHERE invoices.id = ? AND invoices.owner_id = ? {dialect_of(db).for_update}",
+            (lease_id, row["invoice_id"], actor_id),
+        ).fetchone()
+        if target is None:
             raise Refusal("invoice_not_found")
+        purpose.write(db, actor_id, target, proposal_of(row), target["fence"] or "")
     db.executemany(
         "UPDATE proposals SET applied_at = ? WHERE id = ?", [(now, row["id"]) for row in chosen]
     )
@@ -413,7 +426,8 @@ def view(db: sqlite3.Connection, lease_id: str, actor_id: str) -> dict[str, Any]
         }
     for row in db.execute(
         "SELECT proposals.id, proposals.invoice_id, proposals.provider, proposals.summary,"
-        " proposals.applied_at FROM proposals JOIN tasks ON tasks.id = proposals.task_id"
+        " proposals.proposal, proposals.applied_at"
+        " FROM proposals JOIN tasks ON tasks.id = proposals.task_id"
         " WHERE proposals.lease_id = ? ORDER BY tasks.position",
         (lease_id,),
     ):
@@ -421,6 +435,7 @@ def view(db: sqlite3.Connection, lease_id: str, actor_id: str) -> dict[str, Any]
             "proposal_id": row["id"],
             "provider": row["provider"],
             "summary": row["summary"],
+            "proposal": proposal_of(row),
             "applied": row["applied_at"] is not None,
         })
     options = json.loads(lease["options"])

@@ -472,4 +472,12 @@ def _business(db: Any) -> None:
 
 # A migration is a script, or a function of the studio's connection for what needs the
 # studio's own code (run inside the migration's transaction either way).
-MIGRATIONS: list[str | Callable[[Any], None]] = [SCHEMA_V1, _business]
+# Part four: structured proposals, the state each lease's apply is fenced by, and the
+# reminder a person keeps for an invoice.
+MODEL_WORK = """
+ALTER TABLE proposals ADD COLUMN proposal TEXT;
+ALTER TABLE lease_invoices ADD COLUMN fence TEXT;
+ALTER TABLE invoices ADD COLUMN reminder TEXT;
+"""
+
+MIGRATIONS: list[str | Callable[[Any], None]] = [SCHEMA_V1, _business, MODEL_WORK]

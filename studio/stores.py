@@ -68,6 +68,9 @@ class Store(Protocol):
     async def sweep(self, db: Database, grace_s: float, now: float | None) -> int:
         """Remove orphans older than the grace period; how many went."""
 
+    async def read(self, db: Database, owner_id: str, sha256: str) -> bytes:
+        """The stored bytes, whole: for a receipt the worker reads."""
+
     async def response(self, db: Database, owner_id: str, sha256: str, media_type: str,
                        headers: dict[str, str]) -> Response:
         """The stored bytes, served without holding them whole in memory."""
@@ -221,6 +224,14 @@ class FileStore:
             return 0
         return await db.write(remove_unnamed, self, candidates)
 
+    async def read(self, db: Database, owner_id: str, sha256: str) -> bytes:
+        """The whole file, for a reader that needs all of it (a receipt read by the worker)."""
+        path = self.path_of(owner_id, sha256)
+        try:
+            return await asyncio.to_thread(path.read_bytes)
+        except FileNotFoundError:
+            raise missing_file() from None
+
     async def response(self, db: Database, owner_id: str, sha256: str, media_type: str,
                        headers: dict[str, str]) -> Response:
         path = self.path_of(owner_id, sha256)
@@ -289,6 +300,20 @@ class DatabaseStore:
     async def sweep(self, db: Database, grace_s: float = ORPHAN_GRACE_S,
                     now: float | None = None) -> int:
         return await db.write(_remove_orphans, grace_s, now)
+
+    async def read(self, db: Database, owner_id: str, sha256: str) -> bytes:
+        """The whole file, chunk by chunk (a receipt read by the worker)."""
+        found = await db.read(_stored_file, owner_id, sha256)
+        if found is None:
+            raise missing_file()
+        file_id, _, chunks = found
+        parts = []
+        for position in range(chunks):
+            content = await db.read(_chunk, file_id, position)
+            if content is None:
+                raise missing_file()
+            parts.append(content)
+        return b"".join(parts)
 
     async def response(self, db: Database, owner_id: str, sha256: str, media_type: str,
                        headers: dict[str, str]) -> Response:

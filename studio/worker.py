@@ -19,8 +19,10 @@ from studio import documents, facturx, leases, mail, metrics, outbox, presence
 from studio.auth import expired_sessions
 from studio.config import Settings
 from studio.db import Database, DatabaseUnavailable, clock, dialect_of
+from studio.errors import Refusal
 from studio.providers import Providers
-from studio.purposes import PURPOSES, invoice_fields
+from studio.purposes import PURPOSES, checked, work_fields
+from studio.stores import Store, store_for
 
 T = TypeVar("T")
 
@@ -128,7 +130,11 @@ def claim_task(
     fields: dict[str, Any] = {}
     unreadable = ""
     try:
-        fields = invoice_fields(invoice)
+        fields = work_fields(db, invoice)
+        if PURPOSES[lease["purpose"]].reads_receipts:
+            fields["receipts"] = [dict(found) for found in db.execute(
+                "SELECT owner_id, sha256, content_type, filename FROM attachments"
+                " WHERE invoice_id = ? ORDER BY created_at, id", (invoice["id"],))]
     except (ValueError, TypeError, KeyError) as error:
         unreadable = f"unreadable invoice: {error}"
     return Claimed(
@@ -250,6 +256,7 @@ class Worker:
         self._can_run = sorted(providers.known)  # the providers this worker claims tasks for
         self._held: set[str] = set()
         self._busy = False  # the last claim found a task: the next claims without a look first
+        self._store: Store | None = None  # where receipts' bytes are, once a task needs them
         self._running: set[asyncio.Task[None]] = set()
         # Sends are delivered beside the tasks when the studio has a mail server.
         self.delivery = Delivery(db, settings, self.name) if settings.smtp_url else None
@@ -335,15 +342,25 @@ class Worker:
             return
         time_left = task.deadline_at - time.time()
         started = time.monotonic()
+        purpose = PURPOSES[task.purpose]
         try:
             provider = self.providers.get(task.provider)
             async with asyncio.timeout(max(time_left, 0.001)):
-                text = await provider.complete(
-                    PURPOSES[task.purpose], task.invoice, task.actor_id,
-                    candidate=task.candidate, timeout=time_left,
+                invoice = await self._with_receipts(task.invoice)
+                answer = await provider.complete(
+                    purpose, invoice, task.actor_id, candidate=task.candidate,
+                    timeout=time_left - (time.monotonic() - started),
                 )
-            if not isinstance(text, str) or not text.strip():
-                raise ValueError("the provider returned no text")
+            if isinstance(answer, str) and purpose.name == "summarize_invoice":
+                answer = {"summary": answer.strip()}  # a writer of plain summaries
+            proposal = checked(purpose, answer)
+        except Refusal as refused:
+            # An answer that does not fit the purpose's schema is never written; asking the
+            # same writer again would not make it fit.
+            metrics.provider_errors_total.labels(task.provider).inc()
+            await self.db.write(leases.fail_task, task.task_id, task.claim,
+                                f"invalid_proposal: {refused.message}", False)
+            return
         except (Exception, asyncio.CancelledError) as error:
             current = asyncio.current_task()
             if isinstance(error, asyncio.CancelledError) and current and current.cancelling():
@@ -357,8 +374,21 @@ class Worker:
             return
         metrics.provider_seconds.labels(task.provider).observe(time.monotonic() - started)
         await self.db.write(
-            leases.record_proposal, task.task_id, task.claim, task.actor_id, text.strip()
+            leases.record_proposal, task.task_id, task.claim, task.actor_id,
+            purpose.summary(proposal), proposal=proposal,
         )
+
+    async def _with_receipts(self, invoice: dict[str, Any]) -> dict[str, Any]:
+        """The invoice with its receipts' bytes, read from the store outside any transaction:
+        the writer never reaches the store itself."""
+        if "receipts" not in invoice:
+            return invoice
+        if self._store is None:
+            self._store = store_for(self.settings)
+        receipts = [{"content_type": found["content_type"], "filename": found["filename"],
+                     "data": await self._store.read(self.db, found["owner_id"], found["sha256"])}
+                    for found in invoice["receipts"]]
+        return {**invoice, "receipts": receipts}
 
     async def _keep_claims_alive(self) -> None:
         every = self.settings.claim_seconds / 3

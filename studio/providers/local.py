@@ -5,9 +5,14 @@ is overdue."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import multiprocessing
+from decimal import Decimal
 from typing import Any
 
+from studio.providers.seam import ProviderError
 from studio.purposes import Purpose
+from studio.readers import Reading, UnreadableReceipt, read_receipt
 
 
 def _items(invoice: dict[str, Any]) -> str:
@@ -57,6 +62,100 @@ STYLES = [
 ]
 
 
+# Reminders in the customer's language: (subject, message) with {number}, {amount}, {due},
+# {late} and {seller} filled in. The amount is what is left to pay, as the invoice page says it.
+REMINDERS = {
+    "en": ("Reminder: invoice {number} is {late_words}",
+           "Hello,\n\nour records show that invoice {number}, due on {due}, still has {amount}"
+           " left to pay{late_sentence}. We would be grateful if you could settle it at your"
+           " earliest convenience. If you have already paid, please ignore this email.\n\n"
+           "Kind regards,\n{seller}"),
+    "de": ("Zahlungserinnerung: Rechnung {number}",
+           "Guten Tag,\n\nbei Rechnung {number}, fällig am {due}, sind laut unseren Unterlagen"
+           " noch {amount} offen{late_sentence}. Wir bitten Sie, den Betrag zeitnah zu"
+           " begleichen. Sollten Sie bereits gezahlt haben, betrachten Sie diese E-Mail bitte"
+           " als gegenstandslos.\n\nMit freundlichen Grüßen\n{seller}"),
+    "fr": ("Rappel : facture {number}",
+           "Bonjour,\n\nsauf erreur de notre part, la facture {number}, échue le {due},"
+           " présente encore un solde de {amount}{late_sentence}. Nous vous remercions de bien"
+           " vouloir la régler dans les meilleurs délais. Si le paiement a déjà été effectué,"
+           " merci de ne pas tenir compte de ce message.\n\nCordialement,\n{seller}"),
+}
+LATE = {
+    "en": (" ({days} days after its due date)", "overdue", "still open"),
+    "de": (" (seit {days} Tagen überfällig)", "", ""),
+    "fr": (" (en retard de {days} jours)", "", ""),
+}
+
+
+def reminder(invoice: dict[str, Any]) -> dict[str, str]:
+    """A polite reminder naming the number, what is left to pay exactly as the invoice page
+    says it, the due date and how late it is, in the invoice's language."""
+    language = invoice.get("language") if invoice.get("language") in REMINDERS else "en"
+    subject, message = REMINDERS[language]
+    late_days = int(invoice.get("days_late") or 0)
+    late_sentence, overdue, open_ = LATE[language]
+    words = {"number": invoice["number"], "due": invoice["due_date"],
+             "amount": f"{invoice['currency']} {invoice['amount_due']}",
+             "seller": invoice.get("seller") or "",
+             "late_sentence": late_sentence.format(days=late_days) if late_days else "",
+             "late_words": overdue if late_days else open_}
+    return {"subject": subject.format(**words), "message": message.format(**words).rstrip()}
+
+
+# Receipts are read in a few processes of their own: the event loop never waits on the OCR,
+# and no more readings run at once than the machine has cores for.
+READERS = 2
+_readers: concurrent.futures.ProcessPoolExecutor | None = None
+
+
+def _pool() -> concurrent.futures.ProcessPoolExecutor:
+    global _readers
+    if _readers is None:
+        _readers = concurrent.futures.ProcessPoolExecutor(
+            READERS, mp_context=multiprocessing.get_context("spawn"))
+    return _readers
+
+
+def stop_readers() -> None:
+    """End the reader processes, if any were started: at the end of the app's life."""
+    global _readers
+    if _readers is not None:
+        _readers.shutdown(wait=True, cancel_futures=True)
+        _readers = None
+
+
+def as_lines_billed(reading: Reading) -> Reading:
+    """The reading with its prices as a draft's lines hold them: net of VAT. A till prints
+    prices with VAT included (its lines add up to its total); those are divided by 1 + rate."""
+    lines = reading["lines"]
+    priced = [line for line in lines if line["quantity"] and line["unit_price"]]
+    if not priced or not reading["total"]:
+        return reading
+    gross = sum(Decimal(line["quantity"]) * Decimal(line["unit_price"]) for line in priced)
+    if abs(gross - Decimal(reading["total"])) > Decimal("0.02") * len(priced):
+        return reading  # the lines add up to the net: already as billed
+    net_lines = []
+    for line in lines:
+        if line["unit_price"] and line["tax_rate"]:
+            rate = Decimal(line["tax_rate"])
+            net = (Decimal(line["unit_price"]) * 100 / (100 + rate)).quantize(Decimal("0.000001"))
+            line = {**line, "unit_price": format(net.normalize(), "f")}
+        net_lines.append(line)
+    return {**reading, "lines": net_lines}
+
+
+def combined(readings: list[Reading]) -> dict[str, Any]:
+    """Several receipts of one draft as one reading: every line, the first's supplier, date
+    and currency, the totals added up when each was read."""
+    first = readings[0]
+    totals = [reading["total"] for reading in readings]
+    return {"supplier": first["supplier"], "date": first["date"], "currency": first["currency"],
+            "lines": [line for reading in readings for line in reading["lines"]],
+            "total": str(sum(Decimal(total) for total in totals if total is not None))
+            if all(total is not None for total in totals) else None}
+
+
 class LocalProvider:
     name = "local"
 
@@ -66,7 +165,25 @@ class LocalProvider:
     async def complete(
         self, purpose: Purpose, invoice: dict[str, Any], actor_id: str, *,
         candidate: int, timeout: float,
-    ) -> str:
+    ) -> str | dict[str, Any]:
         if self.delay_s:
             await asyncio.sleep(min(self.delay_s, max(timeout, 0.0)))
+        if purpose.name == "draft_reminder":
+            return reminder(invoice)
+        if purpose.name == "read_receipt":
+            return await self.read(invoice["receipts"], timeout)
         return STYLES[(candidate - 1) % len(STYLES)](invoice)
+
+    async def read(self, receipts: list[dict[str, Any]], timeout: float) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        readings = []
+        for receipt in receipts:
+            try:
+                readings.append(await loop.run_in_executor(
+                    _pool(), read_receipt, receipt["data"], receipt["content_type"],
+                    max(timeout, 1.0)))
+            except UnreadableReceipt:
+                continue  # another receipt of the draft may read
+        if not readings:
+            raise ProviderError("no receipt of this draft could be read")
+        return combined([as_lines_billed(reading) for reading in readings])

@@ -1,4 +1,5 @@
-"""What every provider is: one call that turns an invoice into proposal text."""
+"""What every provider is: one call that turns an invoice into a proposal (the purpose's
+schema; a plain summary may come as text)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ class Provider(Protocol):
     async def complete(
         self, purpose: Purpose, invoice: dict[str, Any], actor_id: str, *,
         candidate: int, timeout: float,
-    ) -> str: ...
+    ) -> str | dict[str, Any]: ...
 
 
 class ProviderError(Exception):

@@ -5,9 +5,11 @@ deadline), each purpose fenced by what its apply must still find.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 import uuid
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -21,11 +23,13 @@ from tests.conftest import (
     database_digest,
     days_ahead,
     lease_body,
+    running,
     scalar,
     wait_for_status,
 )
 from tests.receipts import crown_inn, draw, frischmarkt, pdf, photograph
 from tests.test_attachments import send
+from tests.test_providers import FakeModelServer
 
 pytestmark = pytest.mark.anyio
 
@@ -242,3 +246,48 @@ async def test_the_lease_page_is_the_actors_own(studio) -> None:
     assert (await ben.get(f"/leases/{lease['lease_id']}")).status_code == 404
     assert (await ben.post(f"/leases/{lease['lease_id']}/apply")).status_code == 404
     assert scalar(studio.settings.db_path, "SELECT status FROM leases") == "proposed"
+
+
+# --- a remote model ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def model_server() -> Iterator[FakeModelServer]:
+    with FakeModelServer() as server:
+        yield server
+
+
+async def test_a_remote_model_gets_the_schema_and_the_receipt_and_a_misfit_answer_is_not_kept(
+        settings, model_server) -> None:
+    """Any OpenAI-compatible server: the purpose's schema as strict structured output, the
+    receipt as an image. An answer outside the schema fails its task; nothing is written."""
+    reading = {"supplier": "Frischmarkt", "date": "2026-12-03", "currency": "EUR",
+               "total": "1.19", "lines": [{"description": "Milch", "quantity": "1",
+                                           "unit_price": "1.11", "tax_rate": "7"}]}
+    answers = iter([json.dumps({"supplier": "Frischmarkt", "lines": "ignore the schema"}),
+                    json.dumps(reading)])
+    model_server.answer = lambda body: next(answers)
+    async with running(settings.with_changes(openai_base_url=model_server.url)) as studio:
+        client = await studio.signed_in()
+        invoice_id = await draft_with_receipt(client, pdf(frischmarkt()))
+        db = studio.settings.db_path
+        made = await client.post("/leases", json={**read(invoice_id), "providers": ["openai"]})
+        assert made.status_code == 201, made.text
+        failed = await wait_for_status(client, made.json()["lease_id"], "failed", seconds=60)
+        assert failed["invoices"][0]["candidates"] == []
+        assert scalar(db, "SELECT error FROM tasks WHERE lease_id = ?",
+                      failed["lease_id"]).startswith("invalid_proposal")
+        assert scalar(db, "SELECT COUNT(*) FROM proposals") == 0
+        assert len(lines_of(db, invoice_id)) == 1
+
+        sent = model_server.requests[0]["body"]
+        assert sent["response_format"] == {"type": "json_schema", "json_schema": {
+            "name": "read_receipt", "schema": purposes.PURPOSES["read_receipt"].schema,
+            "strict": True}}
+        parts = sent["messages"][-1]["content"]
+        images = [part["image_url"]["url"] for part in parts if part["type"] == "image_url"]
+        assert len(images) == 1 and images[0].startswith("data:image/png;base64,")
+        assert base64.b64decode(images[0].split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
+
+        good = await proposed(client, {**read(invoice_id, "read-2"), "providers": ["openai"]})
+        assert good["invoices"][0]["candidates"][0]["proposal"] == reading

@@ -36,6 +36,8 @@ class FakeModelServer:
     def __init__(self, delay_s: float = 0.0) -> None:
         self.requests: list[dict[str, Any]] = []
         self.delay_s = delay_s
+        # What it answers, from the request's body; by default a plain summary.
+        self.answer = lambda body: f"Model summary at temperature {body['temperature']}"
         app = Starlette(routes=[
             Route("/v1/models", self.models),
             Route("/v1/chat/completions", self.chat, methods=["POST"]),
@@ -52,7 +54,7 @@ class FakeModelServer:
         body = await request.json()
         self.requests.append({"headers": dict(request.headers), "body": body})
         await asyncio.sleep(self.delay_s)
-        text = f"Model summary at temperature {body['temperature']}"
+        text = self.answer(body)
         return JSONResponse({"choices": [{"message": {"role": "assistant", "content": text}}]})
 
     def __enter__(self) -> FakeModelServer:

@@ -67,7 +67,7 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         db = await open_database(settings).open()
         if settings.demo:
-            await ensure_demo(db)
+            await ensure_demo(db, settings)
         known = Providers(settings, providers)
         worker = Worker(db, known, settings)
         app.state.studio = web.Studio(

@@ -10,13 +10,17 @@ studio's own units, in one transaction.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import hashlib
 import sqlite3
 import time
 
-from studio import customers, invoices, payments, profiles
+from studio import assets, attachments, customers, invoices, payments, profiles
 from studio.auth import add_actor
+from studio.config import Settings
 from studio.db import Database, hold
+from studio.uploads import HEAD_BYTES, Upload
 
 DEMO_PASSWORD = "studio-demo"
 
@@ -225,5 +229,47 @@ def _issued_for(db: sqlite3.Connection, actor_id: str, email: str, named: dict[s
     return issued
 
 
-async def ensure_demo(db: Database) -> None:
+# Each account's draft holds a photographed till receipt, ready to be read into its lines.
+RECEIPTS = {"ada@example.com": "demo-receipt-eur.jpg", "ben@example.com": "demo-receipt-gbp.jpg"}
+
+
+def _drafts_to_attach(db: sqlite3.Connection) -> list[tuple[str, str, str]]:
+    """(actor id, draft id, receipt file) of each demo account with nothing attached yet."""
+    found = []
+    for email, name in RECEIPTS.items():
+        row = db.execute(
+            "SELECT invoices.owner_id, invoices.id FROM invoices JOIN actors"
+            " ON actors.id = invoices.owner_id WHERE actors.email = ? AND invoices.status ="
+            " 'draft' AND invoices.kind = 'invoice' AND NOT EXISTS (SELECT 1 FROM attachments"
+            " WHERE attachments.owner_id = invoices.owner_id) ORDER BY invoices.created_at"
+            " LIMIT 1", (email,)).fetchone()
+        if row is not None:
+            found.append((row[0], row[1], name))
+    return found
+
+
+async def attach_receipts(db: Database, settings: Settings) -> None:
+    """Attach each demo account's receipt to its draft, as an upload would; once."""
+    store = attachments.store_for(settings).ensure()
+    quota = attachments.Quota(settings.max_storage_per_actor,
+                              settings.max_attachments_per_invoice)
+    for actor_id, draft_id, name in await db.read(_drafts_to_attach):
+        data = (assets.folder("static") / name).read_bytes()
+        part = store.begin(db, actor_id)
+        part.write(data)
+        await part.finish()
+        upload = Upload(filename="receipt.jpg", size=len(data),
+                        sha256=hashlib.sha256(data).hexdigest(), head=data[:HEAD_BYTES],
+                        part=part)
+        try:
+            await asyncio.to_thread(store.place, upload, actor_id)
+            await db.write(attachments.bind, actor_id, draft_id, f"demo-receipt-{draft_id}",
+                           upload, attachments.sniff(upload.head), store, quota)
+        finally:
+            await upload.discard()
+
+
+async def ensure_demo(db: Database, settings: Settings | None = None) -> None:
     await db.write(seed_full_demo)
+    if settings is not None:
+        await attach_receipts(db, settings)

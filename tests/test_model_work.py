@@ -291,3 +291,17 @@ async def test_a_remote_model_gets_the_schema_and_the_receipt_and_a_misfit_answe
 
         good = await proposed(client, {**read(invoice_id, "read-2"), "providers": ["openai"]})
         assert good["invoices"][0]["candidates"][0]["proposal"] == reading
+
+
+@pytest.mark.skipif(tesseract() is None, reason="the OCR engine (tesseract-ocr) is missing")
+async def test_the_demo_holds_a_draft_with_a_photographed_receipt_ready_to_read(settings):
+    async with running(settings.with_changes(demo=True)) as studio:
+        client = await studio.signed_in()
+        db = studio.settings.db_path
+        draft_id = scalar(db, "SELECT invoice_id FROM attachments JOIN actors"
+                              " ON actors.id = attachments.owner_id WHERE actors.email = ?",
+                          "ada@example.com")
+        assert scalar(db, "SELECT status FROM invoices WHERE id = ?", draft_id) == "draft"
+        lease = await proposed(client, read(draft_id))
+        proposal = lease["invoices"][0]["candidates"][0]["proposal"]
+        assert proposal == as_lines_billed(frischmarkt().expected())

@@ -235,6 +235,8 @@ def as_json(db: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
         "line_items": lines, "net": row["net"], "tax": row["tax"], "total": row["total"],
         "tax_breakdown": rates,
         "summary": row["summary"], "issued_at": timestamp(row["issued_at"]),
+        # A reminder a person kept from the model's suggestions, for the reminder form.
+        "reminder": json.loads(row["reminder"]) if row["reminder"] else None,
         "seller": json.loads(row["seller"]) if row["seller"] else None,
         "attachments": _attachments(db, row["id"]),
     }

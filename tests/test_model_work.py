@@ -194,6 +194,7 @@ async def test_a_reminder_is_written_exactly_about_what_is_owed_and_saved_never_
     kept = json.loads(scalar(studio.settings.db_path,
                              "SELECT reminder FROM invoices WHERE id = ?", invoice_id))
     assert kept == proposal
+    assert (await client.get(f"/invoices/{invoice_id}")).json()["reminder"] == proposal
     assert scalar(studio.settings.db_path, "SELECT COUNT(*) FROM sends") == 0
 
 

@@ -150,12 +150,15 @@ MwSt 7% 0,22
     assert reading["supplier"] == "Bäckerei Horn"
     assert [(line["description"], line["unit_price"]) for line in reading["lines"]] == \
         [("Brezel", "0.90"), ("Kaffee", "2.40")]
-    assert reading["total"] == "3.30" and reading["currency"] is None
+    # No sign printed; a German VAT number and MwSt say euros.
+    assert reading["total"] == "3.30" and reading["currency"] == "EUR"
 
 
 @pytest.mark.parametrize("text, currency", [
     ("Shop\nTee 2,50 €\nTotal 2,50 €\n", "EUR"), ("Shop\nTea £2.50\nTotal £2.50\n", "GBP"),
     ("Shop\nTee 2.50\nTotal CHF 2.50\n", "CHF"), ("Shop\nTee 2,50\nSUMME EUR 2,50\n", "EUR"),
+    ("Shop\nCHE-123.456.789 MWST\nTee 2.50\nTotal 2.50\n", "CHF"),
+    ("Shop\nTea 2.50\nTotal 2.50\n", None),
 ])
 def test_the_currency_as_printed(text, currency):
     assert parse(text)["currency"] == currency
@@ -170,6 +173,16 @@ def test_an_ocr_misreading_is_corrected_when_the_sums_confirm_it():
 def test_an_ocr_misreading_the_sums_do_not_confirm_stays_unread():
     text = "Shop\nMilch 1,I9\nBrot 2,80\nSUMME 9,99\n"
     assert lines_of(text) == [("1", None, None), ("1", "2.80", None)]
+
+
+def test_one_digit_misread_is_put_right_only_where_the_sums_leave_no_other_choice():
+    # 7,95 read as 1,95: 6,00 short. 11,16 could also be 17,16, but 4 x 2,79 says it is not.
+    text = "Shop\nDübel 6,98\nKabel 4,99\nBirne 4 x 2,79 11,16\nRolle 1,95\nSumme 31,08\n"
+    assert lines_of(text) == [("1", "6.98", None), ("1", "4.99", None), ("4", "2.79", None),
+                              ("1", "7.95", None)]
+    # Two lines could each be the one misread: neither is changed.
+    assert lines_of("Shop\nTee 1,95\nMilch 1,95\nSumme 9,90\n") == [("1", "1.95", None),
+                                                                       ("1", "1.95", None)]
 
 
 def test_the_sums_choose_between_readings_of_a_spaced_amount():

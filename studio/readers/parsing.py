@@ -62,7 +62,8 @@ KNOWN_RATES = {Decimal(r) for rates in STATUTORY_RATES.values() for r in rates}
 
 TOTAL_WORDS = {
     "de": ["zu zahlen", "zu bezahlen", "endsumme", "gesamtbetrag", "rechnungsbetrag",
-           "endbetrag", "gesamtsumme", "summe", "gesamt", "betrag"],
+           "bruttobetrag", "bruttosumme", "rechnungssumme", "zahlbetrag", "endbetrag",
+           "gesamtsumme", "summe", "gesamt", "betrag", "brutto"],
     "fr": ["total ttc", "net à payer", "net a payer", "montant ttc", "montant dû", "montant du",
            "à payer", "a payer", "à régler", "total"],
     "en": ["amount due", "balance due", "total due", "grand total", "total to pay", "to pay",
@@ -254,14 +255,27 @@ def _integer_tail(line: str) -> Amount | None:
     return Amount(Decimal(m.group(1)) / 100, m.start(1), m.end(1), corrected=True)
 
 
+UNITS = (r"(?:kg|g|l|m|stk\.?|st\.?|pcs?\.?|pce|bout\.?|fr\.?|std\.?|eur|€|£|chf|x|×|@|à|je|"
+         r"each)")
+TRAILING_UNITS = re.compile(r"(?<!\d)(?:\s+" + UNITS + r")+\s*$", re.I)
+
+
 def _clean_description(text: str) -> str:
+    """The article's words: without the position and article numbers before them, nor the
+    units and signs left after its numbers were taken out."""
     text = re.sub(r"\s+", " ", text).strip(" -:;*.,")
+    text = re.sub(r"^(?:\d[\d./-]*\s+)+(?=\S*[^\W\d_])", "", text)
+    text = TRAILING_UNITS.sub("", " " + text).strip(" -:;*.,")
     return text.strip()
 
 
 def _read_item(line: str, codes: dict[str, Decimal]) -> list[Candidate]:
     """The readings of one article line, each with a penalty (lower is likelier)."""
     fixed, corrected = _digits(line)
+    # A decimal point read as a colon (9:99), where more amounts follow on the line.
+    colon = re.sub(r"(?<![\d:])(\d{1,4}):(\d{2})(?=\s.*\d[.,]\d{2})", r"\1.\2", fixed)
+    corrected = corrected or colon != fixed
+    fixed = colon
     printed = {new: old for old, new in zip(line.split(), fixed.split(), strict=False)
                if old != new}
     readings = _readings(fixed, codes, corrected)
@@ -354,6 +368,10 @@ def _item_readings(line: str, amounts: list[Amount], codes: dict[str, Decimal],
     # Any two numbers before the amount that multiply to it, in whatever columns they stand
     # (Cappuccino 2 3,80 7,60; Nuitée 2 89,00 178,00).
     for q, u, spans, distance in _pairs(head_no_rate, before, total):
+        # The quantity takes its unit with it (3 bout., 25 m, 5 Pack).
+        spans = [(start, end + len(unit.group(0)) if (unit := re.match(
+            r"\s*" + UNITS + r"(?!\w)", head_no_rate[end:], re.I)) else end)
+            for start, end in spans]
         desc = head_no_rate
         for start, end in sorted(spans, reverse=True):
             desc = desc[:start] + " " * (end - start) + desc[end:]
@@ -366,11 +384,17 @@ def _item_readings(line: str, amounts: list[Amount], codes: dict[str, Decimal],
         if q > 0 and (total / q).quantize(CENT) * q == total:
             add(q, (total / q).quantize(CENT), head_no_rate[lead.end():], 0.2 if marked else 1,
                 lead=True)
+    # The count after the article (Latte x2, Scone with jam 3x).
+    after = re.search(r"\s(?:[x×X]\s?(\d{1,3})|(\d{1,3})\s?[x×X])\s*$", head_no_rate)
+    if after and not before:
+        q = Decimal(after.group(1) or after.group(2))
+        if q > 0 and (total / q).quantize(CENT) * q == total:
+            add(q, (total / q).quantize(CENT), head_no_rate[: after.start()], 0.2)
     if not before or not out:
         desc = head_no_rate
         for unit in reversed(before):
             desc = desc[: unit.start] + desc[unit.end:]
-        add(Decimal(1), total, desc, 2 if before else 0.5 if lead else 0)
+        add(Decimal(1), total, desc, 2 if before else 0.5 if lead or after else 0)
     return out
 
 
@@ -429,6 +453,8 @@ def _strip_markers(text: str) -> str:
 def _quantity_line(line: str) -> tuple[Decimal, Decimal | None] | None:
     """A line that holds only a quantity and a unit price (2 Stk x 0,99; 150 x 0.12; à 5.20)."""
     fixed, _ = _digits(line)
+    fixed = re.sub(r"^(\s*\d{1,4})[aà&]?([aà@xX×&])(?=\d)", r"\1 \2 ", fixed)  # 3a1,79, 3&1,79
+    fixed = re.sub(r"(?<=\d )&(?= ?\d)", "à", fixed)
     m = re.fullmatch(r"\s*" + QTY + r"\s*(?:stk\.?|st\.?|stück|pcs?\.?|kg)?\s*[x×X\*@]\s*"
                      + _CUR + r"?\s*(\d+[.,]\d{2,3})\s*(?:" + _CUR + r"|/\s*\w+)?\s*", fixed,
                      re.I)
@@ -460,6 +486,12 @@ def _currency(text: str) -> str | None:
         if n:
             counts[code] = counts.get(code, 0) + n
     if not counts:
+        # No sign printed: the country's tax numbers and words say which money it is.
+        if re.search(r"\bCHE[-. ]?\d{3}", text):
+            return "CHF"
+        if re.search(r"\b(?:MwSt|USt|TVA|Steuer-?Nr|St\.-?Nr|ATU\d|DE ?\d{3} ?\d{3} ?\d{3}|"
+                     r"FR ?\w{2} ?\d{3})", text, re.I):
+            return "EUR"
         return None
     return max(counts, key=lambda k: counts[k])
 
@@ -788,12 +820,55 @@ def _choose(items: list[ItemLine], sums: Sums
                     for i, c in zip(ambiguous, combo, strict=True):
                         chosen[i] = c
                     best = (score, chosen, total)
+    added = sums.nets[-1] + sum(sums.taxes, Decimal(0)) if sums.nets and sums.taxes else None
     if best is not None:
-        return best[1], True, best[2]
-    total = sorted(sums.totals)[0][1] if sums.totals else None
-    if total is None and sums.nets and sums.taxes:
-        total = sums.nets[-1] + sum(sums.taxes, Decimal(0))
+        return best[1], True, best[2] if best[2] is not None else added
+    repaired = _repair(default, targets)
+    if repaired is not None:
+        return repaired[0], True, repaired[1] if repaired[1] is not None else added
+    total = sorted(sums.totals)[0][1] if sums.totals else added
     return default, False, total
+
+
+# Digits OCR takes for one another on a till's print.
+CONFUSED = {"0": "869", "1": "74", "2": "7", "3": "85", "4": "1", "5": "63", "6": "508",
+            "7": "12", "8": "3069", "9": "80"}
+
+
+def _repair(chosen: list[Candidate], targets: list[tuple[float, Decimal, Decimal | None]]
+            ) -> tuple[list[Candidate], Decimal | None] | None:
+    """One digit OCR misread in one line's amount (7,95 read as 1,95): taken only when it is
+    the single change of one digit that makes the lines add up to what the receipt says."""
+    if not chosen:
+        return None
+    read = sum((c.amount for c in chosen), Decimal(0))
+    for _, target, total in sorted(targets, key=lambda t: t[0]):
+        found: list[tuple[int, Decimal]] = []
+        for n, c in enumerate(chosen):
+            if c.corrected or c.drop or (c.quantity not in (None, 1) and c.unit_price is not None
+                                         and times(c.quantity, c.unit_price) == c.amount):
+                continue  # corrected once already, or its own line's arithmetic holds
+            printed = f"{c.amount:.2f}"
+            for k, digit in enumerate(printed):
+                for other in CONFUSED.get(digit, ""):
+                    value = Decimal(printed[:k] + other + printed[k + 1:])
+                    if read - c.amount + value == target:
+                        found.append((n, value))
+        if len(found) == 1:
+            n, value = found[0]
+            c = chosen[n]
+            unit = c.unit_price
+            if c.quantity == 1:
+                unit = value
+            elif c.quantity is None or unit is None or times(c.quantity, unit) != value:
+                unit = None
+            out = list(chosen)
+            out[n] = Candidate(c.quantity, unit, value, c.description, c.penalty, True, c.rate,
+                               c.code, lead=c.lead)
+            return out, total
+        if found:
+            return None
+    return None
 
 
 def _rate_figures(lines: list[str]) -> dict[Decimal, list[Decimal]]:

@@ -218,7 +218,7 @@ async def test_an_empty_list_shows_a_sentence_not_an_empty_table(studio) -> None
         db.close()
     client = await studio.signed_in("new@example.com")
     page = (await client.get("/invoices", headers=PAGE)).text
-    assert "<table" not in page and "Summarize selected" not in page
+    assert "<table" not in page and "Summarize the chosen invoices" not in page
     assert "No invoices yet" in page
     assert (await client.get("/invoices")).json() == []
     history = (await client.get("/leases", headers=PAGE)).text

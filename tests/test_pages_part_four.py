@@ -214,3 +214,54 @@ async def test_moments_are_sent_for_the_browser_to_read_in_its_own_time_zone(stu
         moments = re.findall(r'<time datetime="([^"]+)" data-local>', page)
         assert moments, path
         assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", at) for at in moments)
+
+
+# Words a person who never saw the studio would stop at: the code's (writer, series), a
+# setting only whoever runs the studio can change, and words that say less than they should.
+STOPPING_WORDS = re.compile(
+    r"\bwriters?\b|\bseries\b|STUDIO_[A-Z_]+|\bPick\b|\bselected\b|\bVoid(?:ed)?\b"
+    r"|\bWorking\b|\bStopped\b(?! ?\.)|Time allowed|Suggestions to write")
+
+
+async def test_the_pages_use_words_a_newcomer_reads_without_stopping(studio) -> None:
+    client = await studio.signed_in()
+    first, second = studio.invoice_ids()[:2]
+    pages: dict[str, str] = {}
+    pages["review"] = (await client.get(
+        f"/review?purpose=summarize_invoice&invoice_id={first}&invoice_id={second}"
+        "&provider=local&provider=auto&candidates=2", headers=PAGE)).text
+    made = await client.post("/leases", json=lease_body([first], "newcomer"))
+    await wait_for_status(client, made.json()["lease_id"], "proposed")
+    pages["request"] = (await client.get(f"/leases/{made.json()['lease_id']}",
+                                         headers=PAGE)).text
+    pages["invoices"] = (await client.get("/invoices", headers=PAGE)).text
+    draft = (await client.post("/invoices", json={
+        "customer": "Words Co", "currency": "EUR", "due_date": "2099-01-01",
+        "line_items": [{"description": "Framing", "quantity": "1", "unit_price": "450",
+                        "tax_rate": "19"}]})).json()
+    pages["issue review"] = (await client.get(f"/invoices/{draft['id']}/issue",
+                                              headers=PAGE)).text
+    paid = await client.post(f"/invoices/{first}/payments", json={
+        "request_id": str(uuid.uuid4()), "amount": "10.00",
+        "date": dt.datetime.now(dt.UTC).date().isoformat(), "method": "cash"})
+    assert paid.status_code == 201, paid.text
+    voided = await client.post(f"/payments/{paid.json()['id']}/void", json={})
+    assert voided.status_code == 200, voided.text
+    kept = await client.post(f"/invoices/{first}/payments", json={
+        "request_id": str(uuid.uuid4()), "amount": "5.00",
+        "date": dt.datetime.now(dt.UTC).date().isoformat(), "method": "cash"})
+    assert kept.status_code == 201, kept.text
+    assert (await client.post(f"/invoices/{first}/share")).status_code == 201
+    assert (await client.delete(f"/invoices/{first}/share")).status_code == 200
+    assert (await client.post(f"/invoices/{first}/share")).status_code == 201
+    pages["issued invoice"] = (await client.get(f"/invoices/{first}", headers=PAGE)).text
+    for name, page in pages.items():
+        text = " ".join(" ".join(visible(page).text).split())
+        found = sorted({match.group(0) for match in STOPPING_WORDS.finditer(text)})
+        assert not found, f"{name} says {found}: {text}"
+    # Each control still says what it does, in the page's own words.
+    invoice_page = words(pages["issued invoice"])
+    for said in ("Cancel payment", "Cancelled", "Active", "Turned off"):
+        assert said in invoice_page or said in pages["issued invoice"], said
+    assert "Summarize the chosen invoices" in pages["invoices"]
+    assert "The AI model if it answers, else the studio" in words(pages["review"])

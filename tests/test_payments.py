@@ -426,7 +426,7 @@ async def test_the_invoice_page_lists_payments_and_credit_notes_with_the_balance
              section.index(f'id="payment-{voided["id"]}"'), section.index(issued["number"])]
     assert order == sorted(order)
     assert re.search(r"First part.*?EUR 700\.00.*?EUR 2000\.00", section, re.S)
-    assert re.search(rf'payment-{voided["id"]}".*?<s>.*?Voided.*?EUR 2000\.00', section, re.S)
+    assert re.search(rf'payment-{voided["id"]}".*?<s>.*?Cancelled.*?EUR 2000\.00', section, re.S)
     assert re.search(rf'{issued["number"]}.*?EUR 100\.00.*?EUR 1900\.00', section, re.S)
     assert f'action="/payments/{voided["id"]}/void"' not in section
     assert f'action="/payments/{first["id"]}/void"' in section and "hx-confirm" in section
@@ -478,7 +478,7 @@ async def test_a_form_records_a_payment_and_goes_to_the_invoice(studio) -> None:
     voided = await client.post(f"/payments/{made['id']}/void", headers=HTMX, data={})
     assert voided.headers["hx-redirect"] == f"/invoices/{invoice_id}?voided={made['id']}"
     shown = (await client.get(voided.headers["hx-redirect"], headers=PAGE)).text
-    assert "voided: it no longer counts" in shown
+    assert "cancelled: it no longer counts" in shown
     assert_plain("invoice after a void", shown)
 
 

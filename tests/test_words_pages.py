@@ -160,7 +160,7 @@ async def test_every_page_speaks_a_persons_words(studio) -> None:
     nav = re.search(r'<nav class="links".*?</nav>', pages["settings"], re.S)[0]
     assert re.search(r'<a href="/leases">History</a>', nav)
     shown = " ".join(visible(pages["review with writers"]).text).lower()
-    for said in ("the built-in writer", "the best available writer"):
+    for said in ("the studio", "the ai model if it answers, else the studio"):
         assert said in shown, said
 
 

@@ -59,16 +59,16 @@ def test_whole_flow_review_submit_watch_choose_and_apply(page: Page, studio: Stu
                  studio.invoice_id(NORTHWIND))
     for fact in ("Northwind Traders", "EUR 2700.00", due, "None yet"):
         expect(row).to_contain_text(fact)
-    page.get_by_label(f"Pick {NORTHWIND}").check()
-    page.get_by_label(f"Pick {BLUE_HARBOR}").check()
-    page.get_by_role("button", name="Summarize selected").click()
+    page.get_by_label(f"Choose {NORTHWIND}").check()
+    page.get_by_label(f"Choose {BLUE_HARBOR}").check()
+    page.get_by_role("button", name="Summarize the chosen invoices").click()
     expect(page).to_have_url(re.compile(r"/review\?"))
     expect(page.locator("#submit")).to_be_enabled()
     first_id = page.locator("#request-id").text_content()
 
     # Changing the request is a new review step, with a new id.
-    page.get_by_label("The best available writer", exact=True).uncheck()
-    page.get_by_label("The built-in writer", exact=True).check()
+    page.get_by_label("The AI model if it answers, else the studio", exact=True).uncheck()
+    page.get_by_label("The studio", exact=True).check()
     page.get_by_label("Suggestions from each, for each invoice").fill("2")
     page.get_by_role("button", name="Review again").click()
     expect(page.locator("#submit")).to_be_enabled()
@@ -77,7 +77,7 @@ def test_whole_flow_review_submit_watch_choose_and_apply(page: Page, studio: Stu
 
     review = page.locator("#review")
     for shown in ("Summarize invoice", f"{NORTHWIND} · Northwind Traders",
-                  f"{BLUE_HARBOR} · Blue Harbor Cafe", "The built-in writer"):
+                  f"{BLUE_HARBOR} · Blue Harbor Cafe", "The studio"):
         expect(review).to_contain_text(shown)
     expect(page.locator("#task-count")).to_have_text("4")
     page.get_by_text("Technical details").click()
@@ -237,13 +237,13 @@ def test_refusals_of_the_review_step_show_their_messages(page: Page, studio: Stu
     reply = page.goto(review_url(studio, NORTHWIND, candidates=9))
     assert reply is not None and reply.status == 422
     expect(page.locator(".message")).to_have_text(
-        "Ask for 1 to 5 suggestions from each writer (a whole number).")
+        "Ask for 1 to 5 suggestions from each (a whole number).")
     reply = page.goto(review_url(studio, NORTHWIND, provider="nobody"))
     assert reply is not None and reply.status == 422
-    expect(page.locator(".message")).to_contain_text("That writer is not one the studio knows")
+    expect(page.locator(".message")).to_contain_text("That is not one the studio can ask for suggestions")
 
     page.goto(studio.url + "/invoices")
-    page.get_by_role("button", name="Summarize selected").click()
+    page.get_by_role("button", name="Summarize the chosen invoices").click()
     expect(page.locator(".message")).to_contain_text("invoice")
 
 

@@ -36,8 +36,8 @@ def test_review_on_a_non_secure_origin_mints_an_id_and_submits(
     assert page.evaluate("window.isSecureContext") is False
     assert page.evaluate("typeof crypto.randomUUID") == "undefined"
 
-    page.get_by_label(f"Pick {KESTREL}").check()
-    page.get_by_role("button", name="Summarize selected").click()
+    page.get_by_label(f"Choose {KESTREL}").check()
+    page.get_by_role("button", name="Summarize the chosen invoices").click()
     expect(page.locator("#submit")).to_be_enabled()
     request_id = page.locator("#request-id").text_content()
     assert UUID4.match(request_id)

@@ -85,10 +85,10 @@ def test_a_payment_recorded_again_after_a_lost_reply_is_one_payment(
     # Void it, confirming: it stays listed, struck through, and the balance is whole again.
     page.once("dialog", lambda dialog: dialog.accept())
     row_of_it = payments.locator("li.payment", has_text="Transfer 881")
-    row_of_it.get_by_role("button", name="Void").click()
+    row_of_it.get_by_role("button", name="Cancel payment").click()
     page.wait_for_url(re.compile(r".*\?voided="))
     expect(row_of_it.locator("s").first).to_be_visible()
-    expect(row_of_it).to_contain_text("Voided")
+    expect(row_of_it).to_contain_text("Cancelled")
     expect(page.locator("#amount-due")).to_have_text(f"EUR {due}")
     assert scalar(studio.db_path, "SELECT voided_at IS NOT NULL FROM payments"
                                   " WHERE invoice_id = ? AND reference = 'Transfer 881'",

@@ -36,7 +36,18 @@ from typing import Any
 
 import httpx
 
-from bench import exports, facturx, issuing, listing, loaded, payments, pg, sending, uploads
+from bench import (
+    exports,
+    facturx,
+    issuing,
+    listing,
+    loaded,
+    payments,
+    pg,
+    receipts,
+    sending,
+    uploads,
+)
 from studio import intents, leases
 from studio.auth import Actor
 from studio.config import Settings
@@ -69,6 +80,9 @@ TARGETS: dict[str, tuple[str, float]] = {
     "payment_ratio": ("<=", 1.5),
     "send_queue_ratio": ("<=", 1.5),
     "export_mb_100k": ("<=", 20),
+    "receipt_s": ("<=", 3.0),
+    "receipt_lines_exact": (">=", 0.95),
+    "poll_under_receipts_ratio": ("<=", 2.0),
     "pg_export_mb_100k": ("<=", 20),
     # PostgreSQL (bench/pg.py), in a throwaway cluster of the run's own.
     "pg_create_intent_600_ratio": ("<=", 1.5),
@@ -84,7 +98,8 @@ TARGETS: dict[str, tuple[str, float]] = {
 # Reported beside the targets, with none of their own (any more).
 REPORTED = ("upload_ratio", "issue_call_ratio", "create_intent_600_submit_ratio",
             "pg_create_intent_600_submit_ratio", "pg_issue_rps_2hosts", "payment_call_ratio",
-            "facturx_ms", "send_queue_call_ratio")
+            "facturx_ms", "send_queue_call_ratio", "receipt_rss_mb", "receipt_totals_exact",
+            "pg_other_account_write_ms", "pg_issue_rps_1account", "pg_issue_rps_4accounts")
 
 
 # --- the store: a 600-task lease against raw sqlite3 ----------------------------------------
@@ -630,6 +645,16 @@ def bench_pdf(work: Path, seconds: float) -> dict[str, Any]:
         server.stop()
 
 
+def bench_receipts(work: Path, seconds: float) -> dict[str, Any]:
+    server = Process("studio serve", ["-m", "studio.cli", "serve", "--demo"],
+                     studio_env(work / "receipts.db"), work / "receipts.log")
+    try:
+        polled = receipts.bench_poll_under_receipts(server, seconds)
+    finally:
+        server.stop()
+    return {**receipts.bench_reading(), **polled}
+
+
 def bench_import(work: Path, seconds: float) -> dict[str, Any]:
     db_path = work / "import.db"
     env = studio_env(db_path)
@@ -1000,6 +1025,7 @@ def steps(quick: bool) -> dict[str, Callable[[Path], dict[str, Any]]]:
         "export": lambda w: bench_export(w),
         "facturx": lambda w: facturx.bench_facturx(w, 5 if quick else 20),
         "sending": lambda w: asyncio.run(sending.bench_send_queue(w, 40 if quick else 200)),
+        "receipts": lambda w: bench_receipts(w, seconds),
         "pg": lambda w: pg.in_cluster(quick),
     }
 

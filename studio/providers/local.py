@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import multiprocessing
+import os
 from decimal import Decimal
 from typing import Any
 
@@ -104,8 +105,10 @@ def reminder(invoice: dict[str, Any]) -> dict[str, str]:
 
 
 # Receipts are read in a few processes of their own: the event loop never waits on the OCR,
-# and no more readings run at once than the machine has cores for.
+# no more readings run at once than the machine has cores for, and they run at a lower
+# priority (nice 10, which their OCR inherits), so pages and polls answer first.
 READERS = 2
+READER_NICENESS = 10
 _readers: concurrent.futures.ProcessPoolExecutor | None = None
 
 
@@ -113,7 +116,8 @@ def _pool() -> concurrent.futures.ProcessPoolExecutor:
     global _readers
     if _readers is None:
         _readers = concurrent.futures.ProcessPoolExecutor(
-            READERS, mp_context=multiprocessing.get_context("spawn"))
+            READERS, mp_context=multiprocessing.get_context("spawn"),
+            initializer=os.nice, initargs=(READER_NICENESS,))
     return _readers
 
 

@@ -1,0 +1,109 @@
+"""The built-in writer reading receipts: how long one takes and how exactly it reads, and what
+four readings at once do to a poll beside them.
+
+- `receipt_s`: median seconds for the built-in writer to read one photographed receipt (the
+  receipts tests/receipts.py draws, held out from the reader's tuning and photographed as a
+  phone would), in its pool of reader processes, as the worker calls it.
+- `receipt_lines_exact`: the share of those receipts' lines whose quantity and unit price are
+  read exactly as printed; `receipt_totals_exact` the share of totals.
+- `poll_under_receipts_ratio`: poll p50 on a `studio serve --demo` while four receipts are
+  read through it (four read_receipt requests), over the same poll idle before and after.
+- `receipt_rss_mb`: the memory the readers add: the peak resident size of a reader process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+import statistics
+import time
+import uuid
+from typing import Any
+
+from bench import loaded
+from studio.providers import local
+from studio.purposes import PURPOSES
+from tests import receipts as drawn
+
+PASSWORD = "studio-demo"
+
+
+def photographed() -> list[tuple[drawn.Receipt, bytes]]:
+    """Every held-out receipt, photographed."""
+    held_out = [make() for make in drawn.HELD_OUT]
+    return [(receipt, drawn.photograph(drawn.draw(receipt), seed=n))
+            for n, receipt in enumerate(held_out)]
+
+
+async def _read_each(photos: list[tuple[drawn.Receipt, bytes]]) -> dict[str, Any]:
+    writer = local.LocalProvider()
+    purpose = PURPOSES["read_receipt"]
+    seconds, exact, lines, totals = [], 0, 0, 0
+    loop = asyncio.get_running_loop()
+    # The pool's processes start once; a reading is what the worker waits for after that.
+    await loop.run_in_executor(local._pool(), time.sleep, 0)
+    for receipt, photo in photos:
+        started = time.perf_counter()
+        await writer.complete(purpose, {"receipts": [
+            {"content_type": "image/jpeg", "data": photo, "filename": "r.jpg"}]}, "bench",
+            candidate=1, timeout=60)
+        seconds.append(time.perf_counter() - started)
+        # Exactness is judged on the reading as printed, before prices are made net.
+        reading = await loop.run_in_executor(local._pool(), local.read_receipt, photo,
+                                             "image/jpeg", 60.0)
+        exact += drawn.exact_lines(reading, receipt)
+        lines += len(receipt.items)
+        totals += drawn.total_exact(reading, receipt)
+    peak = await loop.run_in_executor(local._pool(), _peak_rss_mb)
+    local.stop_readers()
+    return {"receipt_s": statistics.median(seconds), "receipt_s_max": max(seconds),
+            "receipt_lines_exact": exact / lines, "receipt_lines": lines,
+            "receipt_totals_exact": totals / len(photos), "receipt_rss_mb": peak}
+
+
+def _peak_rss_mb() -> float:
+    """A reader process's peak resident size, its OCR children's included."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(own, children) / 1024
+
+
+def bench_reading() -> dict[str, Any]:
+    return asyncio.run(_read_each(photographed()))
+
+
+def bench_poll_under_receipts(server: Any, seconds: float) -> dict[str, Any]:
+    """Four read_receipt requests at once through the demo's server, a poll beside them."""
+    photos = [photo for _, photo in photographed()[:4]]
+    client = loaded.signed_in(server.url, "ada@example.com", PASSWORD)
+    reader = loaded.signed_in(server.url, "ada@example.com", PASSWORD)
+    path = loaded.poll_path(client, "receipts")
+    before = loaded.idle_polls(client, path, seconds)
+    drafts = []
+    for n, photo in enumerate(photos):
+        made = reader.post("/invoices", json={
+            "customer": "Bench Ltd", "currency": "EUR", "due_date": "2030-01-01",
+            "line_items": [{"description": "Work", "quantity": "1", "unit_price": "1.00",
+                            "tax_rate": "19"}]})
+        made.raise_for_status()
+        draft = made.json()["id"]
+        reader.post(f"/invoices/{draft}/attachments", data={"client_key": f"r-{n}"},
+                    files={"file": ("receipt.jpg", photo, "image/jpeg")}).raise_for_status()
+        drafts.append(draft)
+    with loaded.Poller(client, path) as poller:
+        leases = [reader.post("/leases", json={
+            "request_id": str(uuid.uuid4()), "purpose": "read_receipt", "invoice_ids": [draft],
+            "providers": ["local"]}).json()["lease_id"] for draft in drafts]
+        deadline = time.monotonic() + 120
+        while any(reader.get(f"/leases/{lease}").json()["status"] == "open"
+                  for lease in leases):
+            if time.monotonic() > deadline:
+                raise SystemExit("the receipts were never read")
+            time.sleep(0.2)
+    after = loaded.idle_polls(client, path, seconds)
+    statuses = [reader.get(f"/leases/{lease}").json()["status"] for lease in leases]
+    client.close()
+    reader.close()
+    return {**loaded.ratio_of("poll_under_receipts", before, poller.latencies, after),
+            "receipts_read": statuses.count("proposed")}
+

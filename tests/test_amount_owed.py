@@ -18,10 +18,10 @@ import pytest
 import zxingcpp
 from PIL import Image
 
-from studio import outbox
+from studio import balances, outbox
 from studio.providers.local import LocalProvider
 from studio.purposes import PURPOSES
-from tests.conftest import days_ahead, running, scalar
+from tests.conftest import days_ahead, lease_body, running, scalar, wait_for_status
 
 pytestmark = pytest.mark.anyio
 PAGE = {"Accept": "text/html"}
@@ -231,3 +231,22 @@ async def test_the_summary_writer_says_overdue_when_overdue() -> None:
         assert "overdue" in summary.lower(), summary
     for summary in await summaries(invoice_facts()):
         assert "overdue" not in summary.lower(), summary
+
+
+async def test_a_summary_written_for_a_part_paid_overdue_invoice_says_what_is_left(
+        studio, monkeypatch: pytest.MonkeyPatch) -> None:
+    client = await studio.signed_in()
+    invoice = await issued(client)
+    await pay(client, invoice["id"], "500.00")
+    # Days go by: its due date is behind.
+    later = dt.date.fromisoformat(invoice["due_date"]) + dt.timedelta(days=9)
+    monkeypatch.setattr(balances, "today", lambda now=None: later)
+    made = await client.post("/leases", json=lease_body([invoice["id"]], "owed", candidates=5))
+    assert made.status_code == 201, made.text
+    lease = await wait_for_status(client, made.json()["lease_id"], "proposed")
+    [chosen] = lease["invoices"]
+    assert len(chosen["candidates"]) == 5
+    for candidate in chosen["candidates"]:
+        summary = candidate["summary"]
+        stated = {amount for pair in amounts_owed(summary) for amount in pair if amount}
+        assert stated == {"761.76"} and "overdue" in summary.lower(), summary

@@ -129,17 +129,25 @@ def draw(receipt: Receipt) -> Image.Image:
     margin = 28
     line = int(receipt.size * 1.55)
     height = margin * 2 + line * len(receipt.rows)
-    image = Image.new("L", (receipt.width, height), 255)
-    pen = ImageDraw.Draw(image)
     regular, bold = _font(receipt.size), _font(receipt.size, True)
-    right = receipt.width - margin
+    # As wide as its widest row: a till never prints an amount over its article's name.
+    measure = ImageDraw.Draw(Image.new("L", (1, 1)))
+    width = receipt.width
+    for row in receipt.rows:
+        if row[0] == "lr":
+            font = bold if len(row) > 3 and row[3] else regular
+            need = measure.textlength(row[1], font=font) + measure.textlength(row[2], font=font)
+            width = max(width, int(need) + 2 * margin + 3 * receipt.size)
+    image = Image.new("L", (width, height), 255)
+    pen = ImageDraw.Draw(image)
+    right = width - margin
     y = margin
     for row in receipt.rows:
         kind = row[0]
         if kind in ("c", "cb"):
             font = bold if kind == "cb" else regular
             w = pen.textlength(row[1], font=font)
-            pen.text(((receipt.width - w) / 2, y), row[1], font=font, fill=0)
+            pen.text(((width - w) / 2, y), row[1], font=font, fill=0)
         elif kind in ("l", "b"):
             pen.text((margin, y), row[1], font=bold if kind == "b" else regular, fill=0)
         elif kind == "lr":

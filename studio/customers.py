@@ -16,7 +16,7 @@ from typing import Any
 
 from studio import bindings, identifiers, money, paging
 from studio.auth import Actor
-from studio.db import Database, anywhere, clock, dialect_of
+from studio.db import Database, account_lock, anywhere, clock, dialect_of, hold
 from studio.errors import Refusal
 from studio.leases import timestamp
 
@@ -164,6 +164,7 @@ def _refuse_sellers_own_vat_id(db: sqlite3.Connection, actor_id: str, vat_id: st
 def create(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any],
            request_id: str | None, now: float | None = None) -> tuple[dict[str, Any], bool]:
     """A new customer, once per request id: a lost reply makes one customer, not two."""
+    hold(db, account_lock(actor_id))
     now = clock(now)
     _refuse_sellers_own_vat_id(db, actor_id, fields["vat_id"])
 
@@ -189,6 +190,7 @@ def edit(db: sqlite3.Connection, actor_id: str, customer_id: str, revision: int,
     Issued invoices keep the buyer as it was when they were issued. An edit that changes
     nothing writes nothing: the customer keeps its revision, so another tab's edit of it, or
     an issue reviewed with it, still goes through."""
+    hold(db, account_lock(actor_id))
     now = clock(now)
     row = owned(db, actor_id, customer_id)
     if row["revision"] != revision:
@@ -211,6 +213,7 @@ def delete(db: sqlite3.Connection, actor_id: str, customer_id: str) -> None:
     """A customer goes only while no invoice (draft or issued) names it. The id of the request
     that made it stays bound, as a deleted draft's does: that request sent again (a lost
     reply, Back and Save) answers that the customer is gone, and makes no second one."""
+    hold(db, account_lock(actor_id))
     owned(db, actor_id, customer_id)
     named = db.execute("SELECT number FROM invoices WHERE customer_id = ?"
                        " AND status != 'deleted' ORDER BY number IS NULL, number LIMIT 1",

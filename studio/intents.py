@@ -164,6 +164,11 @@ def _fences(db: sqlite3.Connection, actor_id: str, intent: Intent) -> dict[str, 
             for invoice_id in intent.invoice_ids}
 
 
+def check_targets(db: sqlite3.Connection, actor_id: str, intent: Intent) -> None:
+    """The review step's look: refused as the submit would be, before anything is asked."""
+    _fences(db, actor_id, intent)
+
+
 def _early_look(db: sqlite3.Connection, actor_id: str, request: LeaseRequest) -> dict | None:
     receipt = _bound(db, actor_id, request)
     if receipt is None:

@@ -412,8 +412,9 @@ def view(db: sqlite3.Connection, lease_id: str, actor_id: str) -> dict[str, Any]
     ).fetchone()
     invoices: dict[str, dict[str, Any]] = {}
     for row in db.execute(
-        "SELECT invoices.id, invoices.number, invoices.customer, invoices.summary"
-        " FROM lease_invoices JOIN invoices ON invoices.id = lease_invoices.invoice_id"
+        "SELECT invoices.id, invoices.number, invoices.customer, invoices.summary,"
+        " invoices.currency FROM lease_invoices"
+        " JOIN invoices ON invoices.id = lease_invoices.invoice_id"
         " WHERE lease_invoices.lease_id = ? ORDER BY invoices.number, lease_invoices.position",
         (lease_id,),
     ):
@@ -421,6 +422,7 @@ def view(db: sqlite3.Connection, lease_id: str, actor_id: str) -> dict[str, Any]
             "invoice_id": row["id"],
             "number": row["number"],
             "customer": row["customer"],
+            "currency": row["currency"],
             "current_summary": row["summary"],
             "candidates": [],
         }

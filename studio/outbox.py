@@ -240,9 +240,12 @@ def sending_of(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> dict[s
     facts = _invoice_facts(db, invoice)
     send_subject, send_message = default_words(facts, "invoice")
     remind_subject, remind_message = default_words(facts, "reminder")
+    # A reminder the person kept from the suggestions fills the form; sending stays theirs.
+    kept = json.loads(invoice["reminder"]) if invoice["reminder"] else None
     return {"sends": sends, "issued": True, "to": facts["email"],
             "send_words": {"subject": send_subject, "message": send_message},
-            "remind_words": {"subject": remind_subject, "message": remind_message},
+            "remind_words": kept or {"subject": remind_subject, "message": remind_message},
+            "kept_reminder": kept is not None,
             "can_remind": facts["payment_status"] not in (None, "paid")}
 
 

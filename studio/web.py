@@ -390,6 +390,7 @@ async def review(request: Request) -> Response:
     if "candidates" in query:
         asked["candidates"] = query["candidates"]
     intent = intents.parse_intent(asked, studio.providers, studio.settings.max_batch_tasks)
+    await studio.db.read(intents.check_targets, actor.id, intent)
     chosen = await invoices.get_invoices(studio.db, actor, list(intent.invoice_ids))
     chosen.sort(key=lambda invoice: invoice["number"] or "")
     frozen = intent.normalised()

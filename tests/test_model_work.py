@@ -306,3 +306,56 @@ async def test_the_demo_holds_a_draft_with_a_photographed_receipt_ready_to_read(
         lease = await proposed(client, read(draft_id))
         proposal = lease["invoices"][0]["candidates"][0]["proposal"]
         assert proposal == as_lines_billed(frischmarkt().expected())
+
+
+# --- the pages -----------------------------------------------------------------------------
+
+PAGE = {"Accept": "text/html"}
+
+
+async def test_the_pages_offer_the_work_and_show_it_before_anything_is_used(settings, smtp):
+    """A draft with a receipt offers Read the receipt, and the request's page shows the lines
+    it would add; an unpaid invoice offers Write a reminder, and once used the reminder fills
+    the invoice's reminder form for the person to send. All in the person's words."""
+    from tests.test_sending import with_mail
+    from tests.test_words_pages import assert_plain
+
+    async with running(with_mail(settings, smtp, embedded_worker=True)) as studio:
+        client = await studio.signed_in()
+        invoice_id = await draft_with_receipt(client, pdf(frischmarkt()))
+        page = (await client.get(f"/invoices/{invoice_id}", headers=PAGE)).text
+        assert 'id="read-receipt"' in page
+        review = await client.get(f"/review?purpose=read_receipt&invoice_id={invoice_id}",
+                                  headers=PAGE)
+        assert review.status_code == 200
+        assert_plain("the receipt's review", review.text)
+        lease = await proposed(client, read(invoice_id))
+        shown = (await client.get(f"/leases/{lease['lease_id']}", headers=PAGE)).text
+        assert_plain("the receipt's suggestions", shown)
+        assert "Lines it would add" in shown and "Batterien AA 4er" in shown
+
+        unpaid = studio.invoice_ids()[0]
+        page = (await client.get(f"/invoices/{unpaid}", headers=PAGE)).text
+        assert 'id="write-reminder"' in page and 'id="kept-reminder"' not in page
+        lease = await proposed(client, lease_body([unpaid], "remind-page",
+                                                  purpose="draft_reminder"))
+        shown = (await client.get(f"/leases/{lease['lease_id']}", headers=PAGE)).text
+        assert_plain("the reminder's suggestions", shown)
+        words = lease["invoices"][0]["candidates"][0]["proposal"]
+        assert "The email it would offer" in shown
+        assert (await client.post(f"/leases/{lease['lease_id']}/apply")).status_code == 200
+        page = (await client.get(f"/invoices/{unpaid}", headers=PAGE)).text
+        assert_plain("the invoice with a kept reminder", page)
+        assert 'id="kept-reminder"' in page and '<details class="send-form" id="remind-details"' \
+            ' open>' in page
+        assert f'value="{words["subject"]}"' in page
+        assert scalar(studio.settings.db_path, "SELECT COUNT(*) FROM sends") == 0
+
+
+async def test_the_review_step_refuses_what_the_submit_would(studio) -> None:
+    client = await studio.signed_in()
+    issued = studio.invoice_ids()[0]
+    refused = await client.get(f"/review?purpose=read_receipt&invoice_id={issued}",
+                               headers=PAGE)
+    assert refused.status_code == 409
+    assert "issued" in refused.text

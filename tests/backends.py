@@ -128,18 +128,29 @@ class ChangeWatch:
     such counter; every committed insert or update gives a row version of a new transaction
     (`xmin`) and every committed delete lowers a count, so each table's (row count, newest
     xmin) moves with every commit that changed it, and with nothing else: not with reads,
-    and not with a write that rolled back."""
+    and not with a write that rolled back.
+
+    Counting every table is a scan of each, so on PostgreSQL it is done only when a write may
+    have happened: a transaction that writes is given a transaction id first, and the next id
+    to give (the snapshot's xmax) stays where it was while nothing wrote."""
 
     def __init__(self, path: Path) -> None:
         self.db = connect(path)
+        self._counted_at: Any = None  # the next transaction id when the tables were counted
+        self._counted: Any = None
 
     def version(self) -> Any:
         if isinstance(self.db, sqlite3.Connection):
             return self.db.execute("PRAGMA data_version").fetchone()[0]
-        query = " UNION ALL ".join(
-            f"SELECT '{name}', COUNT(*), MAX(xmin::text::bigint) FROM {name}"
-            for name in tables(self.db))
-        return self.db.execute(query).fetchall()
+        next_id = self.db.execute(
+            "SELECT pg_snapshot_xmax(pg_current_snapshot())::text").fetchone()[0]
+        if next_id != self._counted_at:
+            query = " UNION ALL ".join(
+                f"SELECT '{name}', COUNT(*), MAX(xmin::text::bigint) FROM {name}"
+                for name in tables(self.db))
+            self._counted = self.db.execute(query).fetchall()
+            self._counted_at = next_id
+        return self._counted
 
     def close(self) -> None:
         self.db.close()

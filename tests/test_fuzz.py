@@ -4,11 +4,21 @@ request changes nothing.
 Hypothesis generates the requests (derandomized, so every run sends the same ones); they are
 sent in one loop to one in-process studio, and a second connection shows whether anything
 committed while each request ran (`backends.ChangeWatch`).
+
+A reading or refused request writes nothing, with one exception the run knows by name: a
+signed-in request records its session's use when the last record is `touch_every` old
+(studio/auth.py `_touch_session`, once a minute), so an idle session ends on time. Left to the
+clock, that write would fall on whichever request came a minute later. So the run sets the
+interval itself: never, for every request but one in TOUCH_PROBE, where the strict rule holds
+(nothing commits at all); always, for the probes, which compare every row of every table
+before and after and allow exactly that one write: the requester's session, its
+`last_seen_at` and nothing else.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from studio.demo import DEMO_PASSWORD
+from studio.errors import Refusal
 from tests import backends
 from tests.conftest import ADA, BEN, days_ahead, lease_body, running
 
@@ -28,6 +39,8 @@ BATCH = 50
 # Tables a refused or reading request may still write: sign-in counts and kept documents.
 BOOKKEEPING = ("sign_in_attempts", "sign_in_known", "issued_documents")
 BATCHES = 210  # 10,500 requests
+# One request in this many is sent with its session's use due to be recorded.
+TOUCH_PROBE = 100
 
 
 @dataclass(frozen=True)
@@ -229,9 +242,11 @@ async def test_ten_thousand_generated_requests_never_500_and_refusals_change_not
                    "forged": studio.client()}
         clients["forged"].cookies.set("studio_session", "forged.cookie.value")
         watcher = backends.ChangeWatch(settings_.db_path)
+        sessions = studio.studio.sessions
         counts: dict[int, int] = {}
+        touched = 0
         try:
-            for case in generated:
+            for number, case in enumerate(generated):
                 client = clients[case.who]
                 kwargs: dict[str, Any] = {"headers": dict(case.headers)}
                 if case.body_kind == "json":
@@ -241,24 +256,35 @@ async def test_ten_thousand_generated_requests_never_500_and_refusals_change_not
                     kwargs["data"] = json.loads(resolve(json.dumps(as_form(case.body))))
                 elif case.body_kind == "raw":
                     kwargs["content"] = case.body
-                before = watcher.version()
                 path = quote(resolve(case.path), safe="/?=&")
                 # A refused sign-in is counted, and a first PDF download keeps its bytes:
                 # those two may write their own table, and nothing else.
                 kept = path.startswith("/login") or ".pdf" in path
+                probe = not kept and number % TOUCH_PROBE == 0
+                due_touch(sessions, probe)
+                before = watcher.version()
                 rest_before = rows_outside(watcher.db, BOOKKEEPING) if kept else None
+                every_before = rows_outside(watcher.db, ()) if probe else None
                 reply = await client.request(case.method, path, **kwargs)
                 changed = watcher.version() != before
                 counts[reply.status_code] = counts.get(reply.status_code, 0) + 1
                 assert reply.status_code < 500, (case, reply.text)
+                if reply.status_code < 400 and case.method != "GET":
+                    continue  # an accepted write
                 if kept:
-                    assert rows_outside(watcher.db, BOOKKEEPING) == rest_before or (
-                        reply.status_code < 400 and case.method != "GET"), case
-                elif reply.status_code >= 400 or case.method == "GET":
+                    assert rows_outside(watcher.db, BOOKKEEPING) == rest_before, case
+                elif probe:
+                    session = session_of(sessions, client)
+                    touch = only_touch(every_before, rows_outside(watcher.db, ()), session)
+                    assert touch is not None, (case, reply.status_code, reply.text)
+                    touched += touch
+                else:
                     assert not changed, (case, reply.status_code, reply.text)
         finally:
             watcher.close()
         assert sum(counts.values()) >= 10_000
+        # The probes did meet the one write they allow, so they are not vacuous.
+        assert touched > 0
         # The run reached past the refusals: some requests were accepted and made leases.
         assert counts.get(201, 0) > 0 and counts.get(404, 0) > 0 and counts.get(422, 0) > 0
         # Ben's lease is untouched by everything Ada and strangers sent.
@@ -272,3 +298,41 @@ def rows_outside(db: Any, skipped: tuple[str, ...]) -> list[Any]:
     return [(table, sorted(map(tuple, db.execute(f"SELECT * FROM {table}").fetchall()),
                            key=repr))
             for table in tables]
+
+
+def due_touch(sessions: Any, due: bool) -> None:
+    """Make a session's use due to be recorded on the next request (`due`) or on none. Before
+    a probe, what this process remembers of a session's currency is forgotten, so the probe
+    reads its session and judges it afresh."""
+    sessions.touch_every = 0.0 if due else math.inf
+    if due:
+        sessions._current_until.clear()
+
+
+def session_of(sessions: Any, client: Any) -> str | None:
+    """The stored id of the session the client's cookie names, if it names one."""
+    cookie = client.cookies.get("studio_session")
+    try:
+        return sessions._session_key(cookie) if cookie else None
+    except Refusal:  # a forged cookie names no session
+        return None
+
+
+def only_touch(before: list[Any], after: list[Any], session: str | None) -> int | None:
+    """1 when the one change between the two readings (`rows_outside(db, ())`) is the named
+    session's `last_seen_at` moving on, 0 when nothing changed, None for any other change."""
+    if before == after:
+        return 0
+    if session is None:
+        return None
+    rest_before = [(name, found) for name, found in before if name != "sessions"]
+    rest_after = [(name, found) for name, found in after if name != "sessions"]
+    old = [row for row in dict(before)["sessions"] if row[0] != session]
+    new = [row for row in dict(after)["sessions"] if row[0] != session]
+    was = [row for row in dict(before)["sessions"] if row[0] == session]
+    now = [row for row in dict(after)["sessions"] if row[0] == session]
+    if rest_before != rest_after or old != new or len(was) != 1 or len(now) != 1:
+        return None
+    moved = [(a, b) for a, b in zip(was[0], now[0], strict=True) if a != b]
+    # Only one field moved, forward in time: (id, actor_id, created_at, last_seen_at).
+    return 1 if len(moved) == 1 and moved[0][0] < moved[0][1] == now[0][3] else None

@@ -23,13 +23,19 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e '.[test]'
 
+started=$SECONDS
 for backend in $backends; do
   echo "=== the suite on $backend ==="
+  pass_started=$SECONDS
+  status=0
   if [ "$backend" = postgresql ]; then
     # A cluster of its own, gone when the pass ends; it exports PGHOST, PGUSER, PGPASSWORD.
     $as_root pg_virtualenv -t env STUDIO_TEST_DATABASE=postgresql \
-      .venv/bin/python -m pytest "$@"
+      .venv/bin/python -m pytest "$@" || status=$?
   else
-    .venv/bin/python -m pytest "$@"
+    .venv/bin/python -m pytest "$@" || status=$?
   fi
+  echo "=== $backend: $((SECONDS - pass_started)) s wall (exit $status) ==="
+  [ "$status" = 0 ] || exit "$status"
 done
+echo "=== all passes: $((SECONDS - started)) s wall ==="

@@ -70,3 +70,12 @@ def test_selects_look_like_the_other_fields_and_fit_their_choices(
     country = page.locator("select[name=country]").first
     assert country.evaluate("el => getComputedStyle(el).borderRadius") == "6px"
     assert country.evaluate("el => el.getBoundingClientRect().width") <= 400
+
+
+def test_text_boxes_look_like_the_other_fields(page: Page, studio: Studio) -> None:
+    sign_in(page, studio.url)
+    page.goto(f"{studio.url}/invoices/{studio.invoice_id(NORTHWIND)}")
+    page.locator("#share-create").click()
+    looks = page.locator("input[type=text]").evaluate_all(
+        "boxes => boxes.map(el => getComputedStyle(el).borderRadius)")
+    assert looks and set(looks) == {"6px"}, looks

@@ -240,7 +240,8 @@ def test_refusals_of_the_review_step_show_their_messages(page: Page, studio: Stu
         "Ask for 1 to 5 suggestions from each (a whole number).")
     reply = page.goto(review_url(studio, NORTHWIND, provider="nobody"))
     assert reply is not None and reply.status == 422
-    expect(page.locator(".message")).to_contain_text("That is not one the studio can ask for suggestions")
+    expect(page.locator(".message")).to_contain_text(
+        "That is not one the studio can ask for suggestions")
 
     page.goto(studio.url + "/invoices")
     page.get_by_role("button", name="Summarize the chosen invoices").click()

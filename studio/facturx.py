@@ -237,7 +237,8 @@ def xml_of(invoice: dict[str, Any]) -> bytes:
     if not credit:  # a credit note asks for no payment
         terms = _el(settlement, "ram:SpecifiedTradePaymentTerms")
         # BT-20: the document's one term (the due date's) and the seller's instructions.
-        _el(terms, "ram:Description", " ".join(documents.payment_lines(invoice)[:2]))
+        said = [documents.due_date_term(invoice), documents.seller_instructions(invoice)]
+        _el(terms, "ram:Description", " ".join(words for words in said if words))
         _date(terms, "ram:DueDateDateTime", invoice["due_date"])
     summation = _el(settlement, "ram:SpecifiedTradeSettlementHeaderMonetarySummation")
     _el(summation, "ram:LineTotalAmount", invoice["net"])

@@ -1358,5 +1358,8 @@ def pub_dublin() -> Receipt:
     return Receipt("brazen_head", rows, "The Brazen Head", "2026-12-03", "EUR", items, total)
 
 
-HELD_OUT = [metzgerei, librairie, highland, konditorei, buerobedarf, pub_dublin]
+HELD_OUT = [metzgerei, librairie, konditorei, pub_dublin]
+# Read wrong once (the total beside Goods total; 19 % USt taken for a rate table's code 1),
+# and the parser corrected for them.
+SEEN += [highland, buerobedarf]
 SHAPED_ON = TUNING + SEEN

@@ -24,8 +24,8 @@ from typing import TypedDict
 
 CENT = Decimal("0.01")
 # What is read of a text, however long it is: a receipt has far fewer and shorter lines.
-MAX_LINES = 400
-MAX_LINE = 240
+MAX_LINES = 300
+MAX_LINE = 160
 
 
 def times(quantity: Decimal, unit_price: Decimal) -> Decimal:
@@ -69,6 +69,7 @@ TOTAL_WORDS = {
     "en": ["amount due", "balance due", "total due", "grand total", "total to pay", "to pay",
            "total"],
 }
+GENERIC_TOTAL_WORDS = {"total", "summe", "gesamt", "betrag", "brutto"}
 NET_WORDS = {
     "de": ["zwischensumme", "nettobetrag", "summe netto", "netto", "warenwert"],
     "fr": ["total ht", "sous-total", "sous total", "montant ht"],
@@ -131,7 +132,8 @@ MONEY = re.compile(
 )
 RATE = re.compile(r"(?<![\d.,])(\d{1,2}(?:[.,]\d{1,2})?)\s?%")
 QTY = r"(\d{1,5}(?:[.,]\d{1,3})?)"
-UNIT_WORDS = r"(?:stk\.?|st\.?|stück|pcs?\.?|pc|pce|pces|x|×|\*|@|à|a|kg|g|l|m)"
+UNIT_WORDS = (r"(?:stk\.?|st\.?|stück|pcs?\.?|pc|pce|pces|x|×|\*|@|à|a|kg|g|l|m|pack|pkt\.?|"
+              r"block|rolle|paar|btl\.?|karton|bout\.?|std\.?)")
 
 _CONFUSABLE = str.maketrans({"O": "0", "o": "0", "D": "0", "Q": "0", "l": "1", "I": "1",
                              "|": "1", "i": "1", "!": "1", "S": "5", "s": "5", "B": "8",
@@ -243,6 +245,8 @@ def _amounts(line: str) -> list[list[Amount]]:
             head, _, rest = num.partition(" ")
             ways.append(Amount(sign * dec(rest), m.start("num") + len(head) + 1, m.end()))
         found.append(ways)
+    # Only the last two amounts of a line (the unit price, the amount) are worth two readings.
+    found = [ways[:1] for ways in found[:-2]] + found[-2:]
     return [list(w) for w in itertools.product(*found)] if found else [[]]
 
 
@@ -255,8 +259,8 @@ def _integer_tail(line: str) -> Amount | None:
     return Amount(Decimal(m.group(1)) / 100, m.start(1), m.end(1), corrected=True)
 
 
-UNITS = (r"(?:kg|g|l|m|stk\.?|st\.?|pcs?\.?|pce|bout\.?|fr\.?|std\.?|eur|€|£|chf|x|×|@|à|je|"
-         r"each)")
+UNITS = (r"(?:kg|g|l|m|stk\.?|st\.?|pcs?\.?|pce|bout\.?|fr\.?|std\.?|pack|pkt\.?|block|rolle|"
+         r"paar|btl\.?|karton|eur|€|£|chf|x|×|@|à|je|each)")
 TRAILING_UNITS = re.compile(r"(?<!\d)(?:\s+" + UNITS + r")+\s*$", re.I)
 
 
@@ -331,7 +335,7 @@ def _item_readings(line: str, amounts: list[Amount], codes: dict[str, Decimal],
 
     before = amounts[:-1]
     # 2 x 4,99 / 2x4.99 / 1 @ £45.00 / 3 Stk x 0,99 / 2 Wiener Schnitzel à 16,90
-    for unit in before:
+    for unit in before[-3:]:
         left = head_no_rate[: unit.start]
         right = head_no_rate[unit.end:]
         m = re.search(QTY + r"\s*(?:stk\.?|st\.?|stück|pcs?\.?)?\s*[x×X\*@]\s*" + _CUR + r"?\s*$",
@@ -435,11 +439,12 @@ def _pairs(head: str, amounts: list[Amount], total: Decimal
     out = []
     for i, j in itertools.combinations(range(len(numbers)), 2):
         q, u = _roles(head, numbers[i], numbers[j])
-        if q <= 0 or q > 10000 or u <= 0 or times(q, u) != total:
+        distance = len(numbers) - 1 - j
+        if q <= 0 or q > 10000 or u <= 0 or (q == 1 and distance > 0) or times(q, u) != total:
             continue
         spans = [numbers[i][1:3], numbers[j][1:3]]
-        out.append((q, u, spans, len(numbers) - 1 - j + (5 if q == 1 else 0)))
-    return out
+        out.append((q, u, spans, distance + (5 if q == 1 else 0)))
+    return sorted(out, key=lambda pair: pair[3])[:6]
 
 
 def _strip_markers(text: str) -> str:
@@ -568,7 +573,8 @@ def _rate_codes(lines: list[str]) -> dict[str, Decimal]:
     """A rate table's letter or digit codes: A= 19,0%; B 7%; 1 USt. 19 %; A TVA 5,50 %."""
     codes: dict[str, Decimal] = {}
     for line in lines:
-        m = re.match(r"\s*([A-D1-4])\s*[=:)]?\s*(?:(?:MwSt|USt|TVA|VAT|Steuer|MWST)\.?\s*)?"
+        m = re.match(r"\s*([A-D1-4])(?![\d.,])\s*[=:)]?\s*"
+                     r"(?:(?:MwSt|USt|TVA|VAT|Steuer|MWST)\.?\s*)?"
                      r"(\d{1,2}(?:[.,]\d{1,2})?)\s?%", line, re.I)
         if m:
             rate = dec(m.group(2))
@@ -620,14 +626,11 @@ def parse(text: str) -> Reading:
         amounts = _line_amounts(line)
         net_word = next((w for ws in NET_WORDS.values() for w in ws if _has_word(lower, [w])),
                         None) or re.match(r"net\b(?!\s*(?:à|a)\s*payer)", lower)
-        total_word = None
-        for lang in ("de", "fr", "en"):
-            for rank, word in enumerate(TOTAL_WORDS[lang]):
-                if _has_word(lower, [word]):
-                    total_word = (rank, word)
-                    break
-            if total_word:
-                break
+        # The most particular word names the total (Total due over Goods total).
+        said = [(5.0 if word in GENERIC_TOTAL_WORDS else rank / 100, word)
+                for words in TOTAL_WORDS.values() for rank, word in enumerate(words)
+                if _has_word(lower, [word])]
+        total_word = min(said) if said else None
         tax_word = _has_word(lower, TAX_WORDS)
         if net_word and amounts:
             sums.nets.append(amounts[-1])

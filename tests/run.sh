@@ -10,6 +10,11 @@ as_root=""
 backends="${STUDIO_TEST_BACKENDS:-sqlite postgresql}"
 missing=""
 command -v chromium >/dev/null 2>&1 || missing="chromium"
+# The built-in writer reads receipts with Debian's Tesseract and its German and French data.
+if ! command -v tesseract >/dev/null 2>&1 || ! tesseract --list-langs 2>/dev/null | grep -qx fra \
+    || ! tesseract --list-langs 2>/dev/null | grep -qx deu; then
+  missing="$missing tesseract-ocr tesseract-ocr-deu tesseract-ocr-fra"
+fi
 if [[ "$backends" == *postgresql* ]] && ! command -v pg_virtualenv >/dev/null 2>&1; then
   missing="$missing postgresql postgresql-common"
 fi

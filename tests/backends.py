@@ -24,6 +24,8 @@ SCHEMA_TEMPLATE = "studio_schema_template"
 
 # path -> its database URL, for the paths that stand for a PostgreSQL database
 _urls: dict[Path, str] = {}
+# The templates this run has seen made: each test copies one, and need not ask again.
+_templates: set[str] = set()
 
 
 def url_of(name: str) -> str:
@@ -50,9 +52,12 @@ def seeded_template() -> None:
     from studio.demo import seed_demo
     from studio.postgres import connect, prepare
 
+    if TEMPLATE in _templates:
+        return
     with _admin() as admin:
         if admin.execute("SELECT 1 FROM pg_database WHERE datname = %s",
                          (TEMPLATE,)).fetchone():
+            _templates.add(TEMPLATE)
             return
         admin.execute(f"CREATE DATABASE {TEMPLATE}")
     prepare(url_of(TEMPLATE))
@@ -61,6 +66,7 @@ def seeded_template() -> None:
         in_transaction(db, seed_demo)
     finally:
         db.close()
+    _templates.add(TEMPLATE)
 
 
 def use_migrated(path: Path) -> str:
@@ -68,13 +74,15 @@ def use_migrated(path: Path) -> str:
     migrated once per run."""
     from studio.postgres import prepare
 
-    with _admin() as admin:
-        made = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s",
-                             (SCHEMA_TEMPLATE,)).fetchone()
+    if SCHEMA_TEMPLATE not in _templates:
+        with _admin() as admin:
+            made = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                                 (SCHEMA_TEMPLATE,)).fetchone()
+            if not made:
+                admin.execute(f"CREATE DATABASE {SCHEMA_TEMPLATE}")
         if not made:
-            admin.execute(f"CREATE DATABASE {SCHEMA_TEMPLATE}")
-    if not made:
-        prepare(url_of(SCHEMA_TEMPLATE))
+            prepare(url_of(SCHEMA_TEMPLATE))
+        _templates.add(SCHEMA_TEMPLATE)
     _urls[path] = create_database(SCHEMA_TEMPLATE)
     return _urls[path]
 

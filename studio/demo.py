@@ -75,13 +75,12 @@ FULL_SELLERS = {
         "name": "Ada Lovelace Design", "address": "Analytical Row 12\n10115 Berlin",
         "country": "DE", "vat_id": "DE136695976", "tax_number": "12/345/67890",
         "email": "ada@example.com", "iban": "DE89370400440532013000", "bic": "COBADEFF",
-        "payment_terms": "Please pay within 14 days by bank transfer, quoting the invoice"
-                         " number.",
+        "payment_terms": "Please pay by bank transfer, quoting the invoice number.",
         "footer": "Ada Lovelace Design · Analytical Row 12 · 10115 Berlin"},
     "ben@example.com": {
         "name": "Ben's Repairs", "address": "4 Quay Street\nBristol BS1 4DJ", "country": "GB",
         "vat_id": "GB980780684", "email": "ben@example.com", "iban": "GB33BUKB20201555555555",
-        "bic": "BUKBGB22", "payment_terms": "Payment due within 14 days.", "footer": ""},
+        "bic": "BUKBGB22", "payment_terms": "Bank transfer or card, please.", "footer": ""},
 }
 
 # Each invoice's customer, by the name the invoice gives: (email, address, country, VAT ID,
@@ -163,19 +162,22 @@ def seed_demo(db: sqlite3.Connection) -> None:
         _issued_for(db, actor_id, email, {}, now)
 
 
-def seed_full_demo(db: sqlite3.Connection) -> None:
+def seed_full_demo(db: sqlite3.Connection) -> list[str]:
     """What `studio serve --demo` seeds: each account as `seed_demo` makes it, issued a few
     weeks ago (within this year, so this year's series), with its customers, payments, an
-    overdue invoice and a credit note; unless the account exists already."""
+    overdue invoice and a credit note; unless the account exists already. Returns the
+    emails of the accounts it made."""
     hold(db, "demo")
     now = time.time()
     today = _day_of(now)
     new_year = dt.datetime(today.year, 1, 1, tzinfo=dt.UTC).timestamp()
     start = max(now - HISTORY.total_seconds(), new_year)
     first_day = _day_of(start)
+    made = []
     for email in INVOICES:
         if db.execute("SELECT 1 FROM actors WHERE email = ?", (email,)).fetchone():
             continue
+        made.append(email)
         # The account first, so its customers have an owner; its invoices then name them.
         actor_id = add_actor(db, email, DEMO_PASSWORD)
         named = {name: customers.create(db, actor_id, customers.parse_customer({
@@ -211,6 +213,7 @@ def seed_full_demo(db: sqlite3.Connection) -> None:
                                     payments.parse_payment({
                                         "amount": amount, "date": paid_on.isoformat(),
                                         "method": method, "reference": reference}), now)
+    return made
 
 
 def _issued_for(db: sqlite3.Connection, actor_id: str, email: str, named: dict[str, str],
@@ -233,10 +236,13 @@ def _issued_for(db: sqlite3.Connection, actor_id: str, email: str, named: dict[s
 RECEIPTS = {"ada@example.com": "demo-receipt-eur.jpg", "ben@example.com": "demo-receipt-gbp.jpg"}
 
 
-def _drafts_to_attach(db: sqlite3.Connection) -> list[tuple[str, str, str]]:
-    """(actor id, draft id, receipt file) of each demo account with nothing attached yet."""
+def _drafts_to_attach(db: sqlite3.Connection, emails: list[str]
+                      ) -> list[tuple[str, str, str]]:
+    """(actor id, draft id, receipt file) of those accounts with nothing attached yet."""
     found = []
     for email, name in RECEIPTS.items():
+        if email not in emails:
+            continue
         row = db.execute(
             "SELECT invoices.owner_id, invoices.id FROM invoices JOIN actors"
             " ON actors.id = invoices.owner_id WHERE actors.email = ? AND invoices.status ="
@@ -248,12 +254,12 @@ def _drafts_to_attach(db: sqlite3.Connection) -> list[tuple[str, str, str]]:
     return found
 
 
-async def attach_receipts(db: Database, settings: Settings) -> None:
-    """Attach each demo account's receipt to its draft, as an upload would; once."""
+async def attach_receipts(db: Database, settings: Settings, emails: list[str]) -> None:
+    """Attach each of these demo accounts' receipt to its draft, as an upload would."""
     store = attachments.store_for(settings).ensure()
     quota = attachments.Quota(settings.max_storage_per_actor,
                               settings.max_attachments_per_invoice)
-    for actor_id, draft_id, name in await db.read(_drafts_to_attach):
+    for actor_id, draft_id, name in await db.read(_drafts_to_attach, emails):
         data = (assets.folder("static") / name).read_bytes()
         part = store.begin(db, actor_id)
         part.write(data)
@@ -270,6 +276,7 @@ async def attach_receipts(db: Database, settings: Settings) -> None:
 
 
 async def ensure_demo(db: Database, settings: Settings | None = None) -> None:
-    await db.write(seed_full_demo)
-    if settings is not None:
-        await attach_receipts(db, settings)
+    """The demo's accounts, made once; the receipts on the drafts of those made now."""
+    made = await db.write(seed_full_demo)
+    if settings is not None and made:
+        await attach_receipts(db, settings, made)

@@ -18,6 +18,7 @@ import pytest
 from studio import purposes
 from studio.providers.local import as_lines_billed
 from studio.readers import tesseract
+from tests import backends
 from tests.conftest import (
     BEN,
     database_digest,
@@ -296,8 +297,9 @@ async def test_a_remote_model_gets_the_schema_and_the_receipt_and_a_misfit_answe
 
 
 @pytest.mark.skipif(tesseract() is None, reason="the OCR engine (tesseract-ocr) is missing")
-async def test_the_demo_holds_a_draft_with_a_photographed_receipt_ready_to_read(settings):
-    async with running(settings.with_changes(demo=True)) as studio:
+async def test_the_demo_holds_a_draft_with_a_photographed_receipt_ready_to_read(tmp_path):
+    fresh = backends.settings(tmp_path / "fresh.db", secret_key="test-secret", demo=True)
+    async with running(fresh) as studio:
         client = await studio.signed_in()
         db = studio.settings.db_path
         draft_id = scalar(db, "SELECT invoice_id FROM attachments JOIN actors"

@@ -89,6 +89,8 @@ async def test_chunks_are_written_while_another_transaction_holds_the_account(st
     content = pdf_of(3 * CHUNK_BYTES, 2)
     db_path = studio.settings.db_path
     gate = backends.connect(db_path)
+    # A transaction held open on purpose, longer than the studio lets one stay idle.
+    gate.execute("SET idle_in_transaction_session_timeout = 0")
     gate.execute("BEGIN IMMEDIATE")
     hold(gate, account_lock(scalar(db_path, "SELECT owner_id FROM invoices WHERE id = ?",
                                    invoice)))

@@ -141,7 +141,8 @@ def _lock_task_and_lease(db: sqlite3.Connection, task_id: str) -> str | None:
     task = db.execute(f"SELECT lease_id FROM tasks WHERE id = ? {lock}", (task_id,)).fetchone()
     if task is None:
         return None
-    db.execute(f"SELECT 1 FROM leases WHERE id = ? {lock}", (task["lease_id"],))
+    if lock:  # SQLite's one writer holds every row already
+        db.execute(f"SELECT 1 FROM leases WHERE id = ? {lock}", (task["lease_id"],))
     return task["lease_id"]
 
 

@@ -15,6 +15,7 @@ at submit, `leases.apply` at apply), so the check and the write see one state.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,13 +59,20 @@ def _object(properties: dict[str, Any]) -> dict[str, Any]:
 
 def checked(purpose: Purpose, proposal: object) -> dict[str, Any]:
     """The proposal if it fits the purpose's schema; `invalid_proposal` otherwise."""
-    try:
-        jsonschema.validate(proposal, purpose.schema)
-    except jsonschema.ValidationError as error:
-        raise Refusal("invalid_proposal", f"The suggestion does not fit: {error.message}"[:300]
-                      ) from None
+    error = jsonschema.exceptions.best_match(_validator(purpose.name).iter_errors(proposal))
+    if error is not None:
+        raise Refusal("invalid_proposal", f"The suggestion does not fit: {error.message}"[:300])
     assert isinstance(proposal, dict)
     return proposal
+
+
+@functools.cache
+def _validator(name: str) -> jsonschema.protocols.Validator:
+    """Each purpose's schema, checked and compiled once: a proposal is checked per task."""
+    schema = PURPOSES[name].schema
+    validator = jsonschema.validators.validator_for(schema)
+    validator.check_schema(schema)
+    return validator(schema)
 
 
 # --- summarize_invoice -----------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Screenshots of the real app for the docs: the review step, a lease with candidates, the
+"""Screenshots of the real app for the docs: a receipt read into a draft (the reading, then
+the draft with its lines), the review step, a lease with candidates, the
 invoice list, a draft with an attached receipt, the issue review step, the customers, an
 issued invoice's document with its tax table and payment QR code, an invoice with its
 payments, and an invoice's emails (delivered to a real SMTP server on loopback).
@@ -63,6 +64,18 @@ def main() -> int:
                 draft = scalar(db_path, "SELECT invoices.id FROM invoices JOIN actors ON"
                                         " actors.id = owner_id WHERE status = 'draft'"
                                         " AND email = 'ada@example.com'")
+                # The demo's photographed receipt, read into its draft's lines.
+                page.goto(f"{server.url}/invoices/{draft}")
+                page.get_by_role("button", name="Read the receipt").click()
+                page.get_by_role("button", name="Submit").click()
+                page.wait_for_url("**/leases/*")
+                expect(page.locator("#lease-status")).to_have_attribute(
+                    "data-status", "proposed", timeout=60_000)
+                page.screenshot(path=DOCS / "receipt.png", full_page=True)
+                page.get_by_role("button", name="Use this suggestion").click()
+                expect(page.locator("#lease-status-text")).to_contain_text("Added.")
+                page.goto(f"{server.url}/invoices/{draft}")
+                page.screenshot(path=DOCS / "receipt-added.png", full_page=True)
                 page.goto(f"{server.url}/invoices/{draft}")
                 page.get_by_label("Attach a receipt or document (PDF or photo)").set_input_files(
                     files=[{"name": "receipt.png", "mimeType": "image/png", "buffer": png(90)}])
@@ -94,8 +107,8 @@ def main() -> int:
         finally:
             server.stop()
             mail.stop()
-    print(f"wrote review, lease, invoices, draft, issue, customers, document, payments and"
-          f" sending screenshots to {DOCS}")
+    print(f"wrote receipt, receipt-added, review, lease, invoices, draft, issue, customers,"
+          f" document, payments and sending screenshots to {DOCS}")
     return 0
 
 

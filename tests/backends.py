@@ -191,6 +191,10 @@ def tables(db: Any) -> list[str]:
     return [row[0] for row in db.execute(query).fetchall()]
 
 
+# For tests that name no database at all (pure functions, a wheel served on SQLite in an empty
+# folder): the PostgreSQL pass would run the very same thing again.
+first_pass_only = pytest.mark.skipif(
+    ON_POSTGRES, reason="touches no database: the first pass ran the very same thing")
 sqlite_only = pytest.mark.skipif(
     ON_POSTGRES, reason="about the SQLite file itself; PostgreSQL has its own test")
 postgres_only = pytest.mark.skipif(

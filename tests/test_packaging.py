@@ -19,8 +19,8 @@ SOURCES = ["pyproject.toml", "README.md", "app.py", "studio", "templates", "stat
 
 @pytest.mark.packaging
 # The installed studio is started without the suite's settings, on SQLite in an empty folder,
-# whichever pass runs: the PostgreSQL pass would build, install and serve the very same thing.
-@pytest.mark.skipif(backends.ON_POSTGRES, reason="the same SQLite run as the first pass")
+# whichever pass runs.
+@backends.first_pass_only
 def test_a_wheel_installed_in_a_fresh_virtualenv_serves_the_demo_from_an_empty_folder(tmp_path):
     source = tmp_path / "source"
     source.mkdir()

@@ -18,7 +18,11 @@ from PIL import Image
 
 from studio.readers import UnreadableReceipt, parse, parse_amount, read_receipt, tesseract
 from studio.readers.ocr import pdf_text
+from tests import backends
 from tests import receipts as R
+
+# Bytes in, a reading out: no database, so one pass proves it.
+pytestmark = backends.first_pass_only
 
 # Held out: the share of lines whose quantity and unit price must be read exactly.
 HELD_OUT_LINES = 0.9

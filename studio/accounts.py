@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from studio import leases, logs
 from studio.auth import hasher
 from studio.config import Settings
-from studio.db import Database, clock
+from studio.db import Database, account_lock, clock, dialect_of, hold
 
 MIN_PASSWORD = 8
 MAX_PASSWORD = 1024
@@ -84,8 +84,9 @@ def accounts(db: sqlite3.Connection) -> list[Account]:
 def disable(db: sqlite3.Connection, email: str, now: float | None = None) -> tuple[int, int]:
     """Disable an account at once: every session ends and every open or proposed lease
     expires (reason `account_disabled`). Returns (sessions ended, leases expired)."""
-    now = clock(now)
     actor_id = actor_of(db, email)
+    hold(db, account_lock(actor_id))  # no request of the account is being made meanwhile
+    now = clock(now)
     db.execute("UPDATE actors SET disabled_at = COALESCE(disabled_at, ?) WHERE id = ?",
                (now, actor_id))
     expiring = db.execute(
@@ -96,7 +97,7 @@ def disable(db: sqlite3.Connection, email: str, now: float | None = None) -> tup
     # Leases whose session already ended by other means still belong to this actor.
     live = db.execute(
         "SELECT id, actor_id, status FROM leases"
-        " WHERE actor_id = ? AND status IN ('open', 'proposed')",
+        f" WHERE actor_id = ? AND status IN ('open', 'proposed') {dialect_of(db).for_update}",
         (actor_id,),
     ).fetchall()
     leases.expire_leases(db, live, "account_disabled", now)

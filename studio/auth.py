@@ -234,7 +234,10 @@ def _open_session(db: sqlite3.Connection, session_id: str, actor_id: str, now: f
         return
     from studio import leases  # leases imports Actor from here
 
-    # The same person signing in again keeps their running requests on the new session.
+    # The same person signing in again keeps their running requests on the new session. The
+    # old session goes first: a request being made in it commits before (its lease then
+    # moves too) or finds it gone.
+    db.execute("DELETE FROM sessions WHERE id = ?", (previous,))
     db.execute(
         "UPDATE leases SET session_id = ? WHERE session_id = ? AND actor_id = ?"
         " AND status IN ('open', 'proposed')",

@@ -70,6 +70,9 @@ class Settings:
     mail_from: str = ""
     # A send the mail server could not take yet is tried again after 1, 2, 4 ... s, at most this.
     send_retry_cap_seconds: float = 30.0
+    # How long the mail server's reply to the end of a message is awaited (RFC 5321 4.5.3.2.6:
+    # 10 minutes); a send is nobody else's for this long once its message is ended.
+    smtp_data_timeout_seconds: float = 600.0
     # https://billing.example.com: the address links for people outside (an email's share link)
     # are written with; unset, the address the request reached the studio at.
     public_url: str = ""
@@ -134,8 +137,9 @@ def _mail(env: dict[str, str]) -> dict[str, object]:
 
     url, mail_from = env.get("STUDIO_SMTP_URL", "").strip(), env.get("STUDIO_MAIL_FROM", "").strip()
     cap = _number(env, "STUDIO_SEND_RETRY_CAP_SECONDS", 30.0) or 30.0
+    data = _number(env, "STUDIO_SMTP_DATA_TIMEOUT_SECONDS", 600.0) or 600.0
     if not url:
-        return {"send_retry_cap_seconds": cap}
+        return {"send_retry_cap_seconds": cap, "smtp_data_timeout_seconds": data}
     if not mail_from:
         raise SystemExit("STUDIO_SMTP_URL is set, so STUDIO_MAIL_FROM must name the address"
                          " emails come from, such as billing@example.com")
@@ -144,7 +148,8 @@ def _mail(env: dict[str, str]) -> dict[str, object]:
         sender_address(mail_from)
     except MailSettingError as error:
         raise SystemExit(str(error)) from None
-    return {"smtp_url": url, "mail_from": mail_from, "send_retry_cap_seconds": cap}
+    return {"smtp_url": url, "mail_from": mail_from, "send_retry_cap_seconds": cap,
+            "smtp_data_timeout_seconds": data}
 
 
 def _public_url(env: dict[str, str]) -> str:

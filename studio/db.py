@@ -945,13 +945,16 @@ class Dialect:
     skip_locked_row: str = ""
     # The SQL function that lowers text of any script, for a match in any case.
     lower: str = "lower"
+    # A row read to be named by the rows a unit inserts: it cannot be deleted until the
+    # transaction ends, while changes to its other columns go on.
+    key_share: str = ""
 
 
 SQLITE = Dialect("sqlite", tasks_waiting="INDEXED BY tasks_waiting", join_in_order="CROSS JOIN",
                  skip_locked="", lower="studio_lower")
 POSTGRES = Dialect("postgresql", tasks_waiting="", join_in_order="JOIN",
                    skip_locked="FOR UPDATE OF tasks SKIP LOCKED", for_update="FOR UPDATE",
-                   skip_locked_row="FOR UPDATE SKIP LOCKED")
+                   skip_locked_row="FOR UPDATE SKIP LOCKED", key_share="FOR KEY SHARE")
 
 
 def dialect_of(db: Any) -> Dialect:

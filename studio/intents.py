@@ -193,8 +193,10 @@ def create_lease(
     receipt = _bound(db, actor.id, request)
     if receipt is not None:
         return receipt, False
-    # A sign-out that committed while this request was planning leaves no lease behind.
-    if db.execute("SELECT 1 FROM sessions WHERE id = ?", (actor.session_id,)).fetchone() is None:
+    # A sign-out that committed while this request was planning leaves no lease behind, and
+    # one that comes now waits for this commit, then finds the lease and expires it.
+    if db.execute(f"SELECT 1 FROM sessions WHERE id = ? {dialect_of(db).key_share}",
+                  (actor.session_id,)).fetchone() is None:
         raise Refusal("not_signed_in")
     intent = request.intent
     fences = _fences(db, actor.id, intent)

@@ -19,6 +19,7 @@ import smtplib
 import socket
 import ssl
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.message import EmailMessage
 from email.policy import SMTP, SMTPUTF8
@@ -266,17 +267,29 @@ def judged(code: int, text: bytes | str) -> Outcome:
     return Outcome("failed" if 500 <= code < 600 else "retry", reply)
 
 
-def deliver(server: MailServer, message: EmailMessage, timeout: float = REPLY_TIMEOUT_S
-            ) -> Outcome:
+class Withheld(Exception):
+    """The message was not ended: `still_ours` said the send is no longer this worker's."""
+
+
+def deliver(server: MailServer, message: EmailMessage, timeout: float = REPLY_TIMEOUT_S,
+            still_ours: Callable[[], bool] | None = None,
+            data_timeout: float = DATA_TERMINATION_TIMEOUT_S) -> Outcome:
     """One SMTP conversation, blocking: the message to every recipient, or the reason not.
-    Some recipients refused while others took it is `sent`, the refusals in the reply."""
+    Some recipients refused while others took it is `sent`, the refusals in the reply.
+    `still_ours`, asked just before the final "." that makes the server take the message,
+    may withhold it: the connection is dropped and the server discards what it was sent."""
     recipients = [address for _, address in email.utils.getaddresses(
         [str(message["To"] or ""), str(message["Cc"] or "")]) if address]
     sender = email.utils.parseaddr(message["From"])[1]
     try:
         client = _connect(server, timeout)
         try:
-            return _conversation(client, server, sender, recipients, message)
+            return _conversation(client, server, sender, recipients, message, still_ours,
+                                 data_timeout)
+        except Withheld:
+            client.close()
+            return Outcome("retry", "Not sent: this try was stopped before the message was"
+                                    " complete, since the send was no longer this worker's")
         finally:
             try:
                 client.quit()
@@ -310,7 +323,8 @@ class _TlsClient(smtplib.SMTP_SSL):
         return sock
 
 
-def _data(client: smtplib.SMTP, payload: bytes) -> tuple[int, bytes]:
+def _data(client: smtplib.SMTP, payload: bytes, still_ours: Callable[[], bool] | None = None,
+          data_timeout: float = DATA_TERMINATION_TIMEOUT_S) -> tuple[int, bytes]:
     """DATA as smtplib sends it, each of its three waits as long as RFC 5321 says: the reply
     to the final "." may take 10 minutes, and a server that took the message answers then."""
     assert client.sock is not None
@@ -326,8 +340,11 @@ def _data(client: smtplib.SMTP, payload: bytes) -> tuple[int, bytes]:
         if not lines.endswith(b"\r\n"):
             lines += b"\r\n"
         client.sock.settimeout(DATA_BLOCK_TIMEOUT_S)
-        client.send(lines + b".\r\n")
-        client.sock.settimeout(DATA_TERMINATION_TIMEOUT_S)
+        client.send(lines)
+        if still_ours is not None and not still_ours():
+            raise Withheld
+        client.send(b".\r\n")
+        client.sock.settimeout(data_timeout)
         return client.getreply()
     finally:
         if client.sock is not None:
@@ -347,7 +364,9 @@ def _connect(server: MailServer, timeout: float) -> smtplib.SMTP:
 
 
 def _conversation(client: smtplib.SMTP, server: MailServer, sender: str,
-                  recipients: list[str], message: EmailMessage) -> Outcome:
+                  recipients: list[str], message: EmailMessage,
+                  still_ours: Callable[[], bool] | None = None,
+                  data_timeout: float = DATA_TERMINATION_TIMEOUT_S) -> Outcome:
     client.ehlo_or_helo_if_needed()
     if server.user:
         if client.sock is not None and not isinstance(client.sock, ssl.SSLSocket) \
@@ -377,7 +396,7 @@ def _conversation(client: smtplib.SMTP, server: MailServer, sender: str,
         worst = (final or [outcome for _, outcome in refused])[0]
         return Outcome(worst.status, "; ".join(f"{a}: {o.reply}" for a, o in refused))
     code, text = _data(client, message.as_bytes(policy=SMTPUTF8) if beyond_ascii
-                       else message.as_bytes())
+                       else message.as_bytes(), still_ours, data_timeout)
     outcome = judged(code, text)
     if outcome.status == "sent" and refused:
         return Outcome("sent", outcome.reply + "; not delivered to "

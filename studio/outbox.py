@@ -298,18 +298,20 @@ def claim(db: sqlite3.Connection, claim_token: str, claim_seconds: float,
     now = clock(now)
     give_up_stranded(db, now)
     args = {"claim": claim_token, "expires": now + claim_seconds, "now": now}
-    row = _take(db, "claim IS NULL", args)
+    # A dead worker's sends first (they waited longest), however busy the queue; a few a time.
+    row = None
+    for stale in db.execute(
+            "SELECT claim FROM sends WHERE status = 'queued' AND next_attempt_at <= :now"
+            " AND claim IS NOT NULL AND claim_expires_at <= :now"
+            f" ORDER BY next_attempt_at LIMIT 20 {dialect_of(db).skip_locked_row}",
+            args).fetchall():
+        if presence.gone(db, holder_of(stale["claim"])):
+            row = _take(db, "claim = :stale AND claim_expires_at <= :now",
+                        {**args, "stale": stale["claim"]})
+            if row is not None:
+                break
     if row is None:
-        for stale in db.execute(
-                "SELECT claim FROM sends WHERE status = 'queued' AND next_attempt_at <= :now"
-                " AND claim IS NOT NULL AND claim_expires_at <= :now"
-                f" ORDER BY next_attempt_at LIMIT 20 {dialect_of(db).skip_locked_row}",
-                args).fetchall():
-            if presence.gone(db, holder_of(stale["claim"])):
-                row = _take(db, "claim = :stale AND claim_expires_at <= :now",
-                            {**args, "stale": stale["claim"]})
-                if row is not None:
-                    break
+        row = _take(db, "claim IS NULL", args)
     if row is None:
         return None
     db.execute(
@@ -414,10 +416,23 @@ def record(db: sqlite3.Connection, send_id: str, claim_token: str, outcome: mail
 
 
 def keep_claims(db: sqlite3.Connection, claims: list[str], claim_seconds: float) -> None:
-    """A worker mid-conversation keeps its claims from timing out."""
+    """A worker mid-conversation keeps its claims from timing out (never shortening one that
+    `still_held` made to last through the end of DATA)."""
     now = clock(None)
-    db.executemany("UPDATE sends SET claim_expires_at = ? WHERE claim = ? AND status = 'queued'",
-                   [(now + claim_seconds, token) for token in claims])
+    db.executemany("UPDATE sends SET claim_expires_at = CASE WHEN claim_expires_at > :until"
+                   " THEN claim_expires_at ELSE :until END"
+                   " WHERE claim = :claim AND status = 'queued'",
+                   [{"until": now + claim_seconds, "claim": token} for token in claims])
+
+
+def still_held(db: sqlite3.Connection, send_id: str, claim_token: str, seconds: float) -> bool:
+    """Just before the message is ended (the "." after DATA), whether this claim still holds
+    the send; if so it is made to last `seconds` (the wait for the server's reply, and more),
+    so nobody takes the send over while the server may be taking the message."""
+    now = clock(None)
+    return db.execute(
+        "UPDATE sends SET claim_expires_at = ? WHERE id = ? AND claim = ? AND status = 'queued'",
+        (now + seconds, send_id, claim_token)).rowcount == 1
 
 
 def new_claim(worker_name: str) -> str:

@@ -25,11 +25,12 @@ import sqlite3
 import uuid
 from dataclasses import dataclass
 
-from studio.db import clock, hold
+from studio.db import clock, dialect_of, hold
 from studio.errors import Refusal
 
 # An address that signed in to an email is known to it for this long after its last sign-in.
 KNOWN_FOR_S = 90 * 86400.0
+PURGE_BATCH = 500
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,9 @@ def begin(db: sqlite3.Connection, email: str, address: str, vouched: bool, limit
     # What the limits count: the email's attempts (its pairs' too) and the address's.
     hold(db, f"sign-in:{email}", f"sign-in-from:{address}")
     now = clock(now)
-    db.execute("DELETE FROM sign_in_attempts WHERE started_at <= ?",
-               (now - limits.window_seconds,))
+    # Only the counts held: another email's rows are another sign-in's (`purge` for the rest).
+    db.execute("DELETE FROM sign_in_attempts WHERE started_at <= ? AND (email = ? OR address = ?)",
+               (now - limits.window_seconds, email, address))
     _judge(db, email, address, vouched, limits, now)
     attempt = str(uuid.uuid4())
     db.execute("INSERT INTO sign_in_attempts (id, email, address, started_at) VALUES (?, ?, ?, ?)",
@@ -79,7 +81,29 @@ def succeeded(db: sqlite3.Connection, attempt: str, email: str, address: str,
     db.execute("INSERT INTO sign_in_known (email, address, signed_in_at) VALUES (?, ?, ?)"
                " ON CONFLICT (email, address) DO UPDATE SET signed_in_at = excluded.signed_in_at",
                (email, address, now))
-    db.execute("DELETE FROM sign_in_known WHERE signed_in_at <= ?", (now - KNOWN_FOR_S,))
+    db.execute("DELETE FROM sign_in_known WHERE signed_in_at <= ? AND email = ?",
+               (now - KNOWN_FOR_S, email))
+
+
+def stale(db: sqlite3.Connection, window_seconds: float, now: float | None = None) -> bool:
+    """Whether attempts past the window, or pairs known too long ago, wait to be purged."""
+    now = clock(now)
+    return db.execute(
+        "SELECT 1 FROM sign_in_attempts WHERE started_at <= ? UNION ALL"
+        " SELECT 1 FROM sign_in_known WHERE signed_in_at <= ? LIMIT 1",
+        (now - window_seconds, now - KNOWN_FOR_S)).fetchone() is not None
+
+
+def purge(db: sqlite3.Connection, window_seconds: float, now: float | None = None) -> None:
+    """The sweeper's share: old counts of every email, a batch at a time, passing over rows a
+    sign-in holds, so it never waits for one and none waits for it."""
+    now = clock(now)
+    skip = dialect_of(db).skip_locked_row
+    db.execute("DELETE FROM sign_in_attempts WHERE id IN (SELECT id FROM sign_in_attempts"
+               f" WHERE started_at <= ? LIMIT {PURGE_BATCH} {skip})", (now - window_seconds,))
+    db.execute("DELETE FROM sign_in_known WHERE signed_in_at <= ? AND email || ' ' || address IN"
+               " (SELECT email || ' ' || address FROM sign_in_known WHERE signed_in_at <= ?"
+               f" LIMIT {PURGE_BATCH} {skip})", (now - KNOWN_FOR_S, now - KNOWN_FOR_S))
 
 
 def settled(db: sqlite3.Connection, email: str, address: str, vouched: bool, limits: Limits,

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from studio import documents, facturx, leases, mail, metrics, outbox, presence
+from studio import documents, facturx, leases, mail, metrics, outbox, presence, throttle
 from studio.auth import expired_sessions
 from studio.config import Settings
 from studio.db import Database, DatabaseUnavailable, clock, dialect_of
@@ -33,6 +33,10 @@ IDLE_WAIT_S = 0.5
 SWEEP_EVERY_S = 0.5
 SESSION_SWEEP_ROUNDS = 10  # sessions last hours: a look every five seconds is plenty
 DELIVERY_SLOTS = 4  # emails in flight at once per worker
+# How long the SMTP thread waits for the database to say a send is still its worker's.
+STILL_OURS_WAIT_S = 20.0
+# How long a stopping worker lets the deliveries under way finish and record their outcome.
+STOPPING_WAIT_S = 10.0
 # An outcome the database cannot take yet is written again, after 1 s, 2 s, ... at most 5 s.
 RECORD_FIRST_WAIT_S = 1.0
 RECORD_MOST_WAIT_S = 5.0
@@ -434,8 +438,12 @@ class Delivery:
             await claim_and_run(lambda: self.claim(), self._deliver_and_release, slots, running,
                                 self.wake, "a send")
         finally:
-            # A claim mid-conversation is not handed back: the server may have the message,
-            # so it times out and the send is tried again under the same Message-ID.
+            # Deliveries under way may finish and record their outcome, the claims kept alive
+            # meanwhile; one still talking after that is not handed back: the server may have
+            # the message, so it is tried again, under the same Message-ID, once this worker
+            # is gone.
+            if running:
+                await asyncio.wait(list(running), timeout=STOPPING_WAIT_S)
             keeper.cancel()
             for job in list(running):
                 job.cancel()
@@ -491,7 +499,9 @@ class Delivery:
                 "Not sent: the email with the invoice attached could not be made, so nothing"
                 f" left the studio ({type(error).__name__}: {error})".strip())
         else:
-            outcome = await asyncio.to_thread(mail.deliver, self.server, message)
+            outcome = await asyncio.to_thread(
+                mail.deliver, self.server, message, still_ours=self._still_ours(send),
+                data_timeout=self.settings.smtp_data_timeout_seconds)
         # Written however long the database takes: while this worker lives its claim is its
         # own (`outbox.claim`), and only it knows whether the email left.
         wait = RECORD_FIRST_WAIT_S
@@ -509,6 +519,24 @@ class Delivery:
             log.warning("send %s: %s came after its claim was taken over; not recorded"
                         " (the other try carries the same Message-ID)", send["id"],
                         outcome.status)
+
+    def _still_ours(self, send: dict[str, Any]) -> Callable[[], bool]:
+        """Asked on the SMTP thread just before the message is ended: the claim is checked
+        and made to last through the wait for the server's reply, so no other worker can take
+        the send over while the server may be taking it. Unanswered, it is not ours."""
+        loop = asyncio.get_running_loop()
+        lasts = self.settings.smtp_data_timeout_seconds + self.settings.claim_seconds
+
+        def ask() -> bool:
+            held = asyncio.run_coroutine_threadsafe(
+                self.db.write(outbox.still_held, send["id"], send["claim"], lasts), loop)
+            try:
+                return held.result(STILL_OURS_WAIT_S)
+            except Exception:  # the database away, or slow: withheld, tried again later
+                held.cancel()
+                return False
+
+        return ask
 
     async def attachment_of(self, send: dict[str, Any]) -> tuple[str, bytes, str]:
         """(file name, the invoice's Factur-X PDF, the seller's email to reply to). An
@@ -537,7 +565,7 @@ class Delivery:
 
 async def sweep(db: Database, settings: Settings | None = None) -> None:
     """Expire leases whose deadline passed, about every half second; end expired sessions
-    (and their leases) every few seconds."""
+    (and their leases) and purge old sign-in counts every few seconds."""
     settings = settings or Settings()
     rounds = 0
     while True:
@@ -553,6 +581,9 @@ async def sweep(db: Database, settings: Settings | None = None) -> None:
                                        settings.session_max_seconds)
                 if ended:
                     log.info("ended %d expired session(s)", ended)
+            if rounds % SESSION_SWEEP_ROUNDS == 0 and await db.read(
+                    throttle.stale, settings.signin_window_seconds):
+                await db.write(throttle.purge, settings.signin_window_seconds)
         except DatabaseUnavailable as error:
             log.warning("the database is unavailable; sweeping again shortly: %s", error)
         except Exception:

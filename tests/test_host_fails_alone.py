@@ -312,3 +312,114 @@ async def test_a_reminder_whose_invoice_was_paid_before_delivery_is_not_delivere
                             " reminded.")
     assert inbox.messages == []
 
+
+
+@backends.postgres_only
+@pytest.mark.anyio
+async def test_a_sign_in_held_inside_its_transaction_holds_up_no_other_emails_sign_in(
+        settings: Settings) -> None:
+    """Each sign-in clears only the counts it holds (its email's, its address's); the old
+    counts of everyone else are the sweeper's, a batch at a time, passing over held rows."""
+    from studio import throttle
+
+    async with running(settings.with_changes(sweeper=False)) as studio:
+        path = studio.settings.db_path
+        old = time.time() - 3600
+        execute(path, "INSERT INTO sign_in_attempts (id, email, address, started_at)"
+                      " VALUES ('old', ?, '10.0.0.1', ?)", ADA, old)
+        paused = backends.connect(path)  # Ada's sign-in on a host stopped mid-transaction
+        paused.execute("SET idle_in_transaction_session_timeout = 0")
+        paused.execute("BEGIN")
+        paused.execute("SELECT 1 FROM sign_in_attempts WHERE id = 'old' FOR UPDATE")
+        try:
+            started = time.monotonic()
+            with anyio.fail_after(30):
+                await studio.signed_in(BEN)
+            assert time.monotonic() - started < 2.0
+            await studio.studio.db.write(throttle.purge, 900.0)  # passes over the held row
+            assert scalar(path, "SELECT COUNT(*) FROM sign_in_attempts WHERE id = 'old'") == 1
+        finally:
+            paused.execute("ROLLBACK")
+            paused.close()
+        assert await studio.studio.db.read(throttle.stale, 900.0)
+        await studio.studio.db.write(throttle.purge, 900.0)
+        assert scalar(path, "SELECT COUNT(*) FROM sign_in_attempts WHERE id = 'old'") == 0
+
+
+@pytest.mark.anyio
+async def test_a_send_taken_over_while_its_worker_talks_is_not_ended_by_that_worker(
+        quiet: Running, inbox: Inbox) -> None:
+    """Just before the final "." the worker asks whether the send is still its own: taken
+    over meanwhile (its presence lost while it lived), it drops the connection, and the
+    server discards the message, so the worker that took it over sends the one email."""
+    a, a_here = await delivery_of(quiet, "worker-a")
+    try:
+        send_id = await queue_send(quiet, "withheld-1")
+        held = await a.claim()
+        assert held is not None
+        execute(quiet.settings.db_path, "UPDATE sends SET claim = 'worker-b:send:1'"
+                " WHERE id = ?", send_id)
+        await a.deliver(held)
+        assert inbox.messages == []
+        row = send_row(quiet, send_id)
+        assert (row["status"], row["claim"]) == ("queued", "worker-b:send:1")
+    finally:
+        await a_here.close()
+
+
+@backends.postgres_only
+def test_a_sign_out_while_a_request_is_being_made_in_its_session_expires_that_request(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The request reads its session (so a sign-out before it leaves no lease); a sign-out
+    that comes after that read waits for the request to commit, then finds and expires its
+    lease: no lease stays open on an ended session (invariant 6)."""
+    from studio import intents, invoices, leases
+    from studio.auth import Actor, _open_session, add_actor
+    from studio.db import in_transaction
+    from studio.postgres import connect, prepare
+
+    url = backends.create_database()
+    prepare(url)
+    making, signing_out = connect(url), connect(url)
+
+    def ground(db: Any) -> tuple[str, str, str]:
+        actor_id = add_actor(db, "ada@example.com", "x", password_hash="x")
+        session_id = f"s-{uuid.uuid4().hex}"
+        _open_session(db, session_id, actor_id, time.time())
+        draft, _ = invoices.create_draft(db, actor_id, invoices.parse_draft(DRAFT), None)
+        return actor_id, session_id, draft["id"]
+
+    try:
+        actor_id, session_id, invoice_id = in_transaction(making, ground)
+        intent = intents.Intent("summarize_invoice", (invoice_id,), ("local",), 1)
+        checked, go_on = threading.Event(), threading.Event()
+        fences = intents._fences
+
+        def paused(*args: Any, **kwargs: Any) -> Any:  # right after the session is read
+            checked.set()
+            go_on.wait(30)
+            return fences(*args, **kwargs)
+
+        monkeypatch.setattr(intents, "_fences", paused)
+        made: list[Any] = []
+        submit = threading.Thread(target=lambda: made.append(in_transaction(
+            making, intents.create_lease, Actor(actor_id, "ada@example.com", session_id),
+            intents.LeaseRequest("r1", intent), intents.plan_tasks(intent, ["local"]), 90.0)))
+        submit.start()
+        assert checked.wait(30)
+        ended: list[int] = []
+        sign_out = threading.Thread(target=lambda: ended.append(in_transaction(
+            signing_out, leases.end_session, session_id)))
+        sign_out.start()
+        time.sleep(0.5)
+        assert sign_out.is_alive()  # waits for the request being made in that session
+        go_on.set()
+        submit.join(30)
+        sign_out.join(30)
+        assert made and made[0][1] is True and ended == [1]
+        assert [tuple(row) for row in signing_out.execute(
+            "SELECT status, ended_reason FROM leases").fetchall()] == [("expired", "signed_out")]
+    finally:
+        go_on.set()
+        making.close()
+        signing_out.close()

@@ -30,9 +30,11 @@ from tests.test_sending import SENDER, send_body, wait_for, with_mail
 
 
 def mail_env(smtp: MailServer) -> dict[str, str]:
-    # Claims time out in 2 s, so a killed studio's send is taken over quickly.
+    # Claims time out in 2 s, and the reply to a message's end is awaited 3 s, so a killed
+    # studio's send is taken over quickly.
     return {"STUDIO_SMTP_URL": smtp.url, "STUDIO_MAIL_FROM": SENDER,
-            "STUDIO_CLAIM_SECONDS": "2", "STUDIO_SEND_RETRY_CAP_SECONDS": "2"}
+            "STUDIO_CLAIM_SECONDS": "2", "STUDIO_SEND_RETRY_CAP_SECONDS": "2",
+            "STUDIO_SMTP_DATA_TIMEOUT_SECONDS": "3"}
 
 
 def the_send(db_path: Path) -> Any:

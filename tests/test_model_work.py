@@ -6,6 +6,7 @@ deadline), each purpose fenced by what its apply must still find.
 from __future__ import annotations
 
 import base64
+import html
 import datetime as dt
 import json
 import uuid
@@ -197,6 +198,9 @@ async def test_a_reminder_is_written_exactly_about_what_is_owed_and_saved_never_
                              "SELECT reminder FROM invoices WHERE id = ?", invoice_id))
     assert kept == proposal
     assert (await client.get(f"/invoices/{invoice_id}")).json()["reminder"] == proposal
+    # This studio cannot send email: the page shows the kept reminder to copy instead.
+    page = (await client.get(f"/invoices/{invoice_id}", headers={"Accept": "text/html"})).text
+    assert 'id="kept-reminder"' in page and html.escape(proposal["subject"]) in page
     assert scalar(studio.settings.db_path, "SELECT COUNT(*) FROM sends") == 0
 
 

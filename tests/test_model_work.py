@@ -6,8 +6,8 @@ deadline), each purpose fenced by what its apply must still find.
 from __future__ import annotations
 
 import base64
-import html
 import datetime as dt
+import html
 import json
 import uuid
 from collections.abc import Iterator

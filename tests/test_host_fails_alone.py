@@ -8,6 +8,7 @@ real SMTP server that answers the end of DATA late.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import signal
@@ -76,8 +77,15 @@ def test_a_host_paused_inside_a_transaction_holds_up_no_other_account_and_its_ow
         tmp_path: Any) -> None:
     db_path = tmp_path / "studio.db"
     backends.use_seeded(db_path)
-    host_a = start_server(db_path, PGAPPNAME="host-a")
-    host_b = start_server(db_path, PGAPPNAME="host-b")
+    with contextlib.ExitStack() as stack:
+        host_a = start_server(db_path, PGAPPNAME="host-a")
+        stack.callback(host_a.stop)
+        host_b = start_server(db_path, PGAPPNAME="host-b")
+        stack.callback(host_b.stop)
+        _pause_host_a(db_path, host_a, host_b, stack)
+
+
+def _pause_host_a(db_path: Any, host_a: Any, host_b: Any, stack: contextlib.ExitStack) -> None:
     ada_id = scalar(db_path, "SELECT id FROM actors WHERE email = ?", ADA)
     made: list[str] = []  # every draft a host acknowledged
     stop = threading.Event()
@@ -98,6 +106,8 @@ def test_a_host_paused_inside_a_transaction_holds_up_no_other_account_and_its_ow
 
     writer = threading.Thread(target=ada_writes_through_a, daemon=True)
     writer.start()
+    stack.callback(writer.join, 130)
+    stack.callback(stop.set)
     try:
         frozen = None
         for _ in range(400):
@@ -144,8 +154,6 @@ def test_a_host_paused_inside_a_transaction_holds_up_no_other_account_and_its_ow
     finally:
         stop.set()
         writer.join(130)
-        host_a.stop()
-        host_b.stop()
     # Nothing acknowledged was lost, and every series still adds up.
     kept = {row[0] for row in rows(db_path, "SELECT id FROM invoices WHERE owner_id = ?",
                                    ada_id)}

@@ -14,25 +14,28 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from studio import assets, attachments, documents, metrics, web
-from studio.auth import Sessions
-from studio.browser import ClientTimeout, CrossOriginGuard
+from studio import assets
+from studio.accounts.auth import Sessions
+from studio.accounts.throttle import Limits
+from studio.billing import attachments, documents
 from studio.config import Settings, from_environment, signing_keys
-from studio.db import Database, open_database
-from studio.demo import ensure_demo
-from studio.memo import Memo
-from studio.providers import Provider, Providers, local
-from studio.throttle import Limits
-from studio.views import attachments as attachment_views
-from studio.views import customers as customer_views
-from studio.views import einvoices as einvoice_views
-from studio.views import exports as export_views
-from studio.views import invoices as invoice_views
-from studio.views import payments as payment_views
-from studio.views import profile as profile_views
-from studio.views import sending as sending_views
-from studio.views import shares as share_views
-from studio.worker import Worker, sweep
+from studio.leasing.providers import Provider, Providers, local
+from studio.ops.demo import ensure_demo
+from studio.runtime.worker import Worker, sweep
+from studio.store.db import Database, open_database
+from studio.store.memo import Memo
+from studio.web import handlers as web
+from studio.web import metrics
+from studio.web.browser import ClientTimeout, CrossOriginGuard
+from studio.web.views import attachments as attachment_views
+from studio.web.views import customers as customer_views
+from studio.web.views import einvoices as einvoice_views
+from studio.web.views import exports as export_views
+from studio.web.views import invoices as invoice_views
+from studio.web.views import payments as payment_views
+from studio.web.views import profile as profile_views
+from studio.web.views import sending as sending_views
+from studio.web.views import shares as share_views
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from studio.db import refuse_if_newer, sync_path
+from studio.store.db import refuse_if_newer, sync_path
 
 
 def _number(env: dict[str, str], name: str, default: float) -> float:
@@ -133,7 +133,7 @@ def from_environment(env: dict[str, str] | None = None) -> Settings:
 
 def _mail(env: dict[str, str]) -> dict[str, object]:
     """The mail server and sender, checked now: a studio that cannot send says so at start."""
-    from studio.mail import MailSettingError, mail_server, sender_address
+    from studio.mail.smtp import MailSettingError, mail_server, sender_address
 
     url, mail_from = env.get("STUDIO_SMTP_URL", "").strip(), env.get("STUDIO_MAIL_FROM", "").strip()
     cap = _number(env, "STUDIO_SEND_RETRY_CAP_SECONDS", 30.0) or 30.0
@@ -188,7 +188,7 @@ def signing_key(settings: Settings) -> str:
     if settings.secret_key:
         return settings.secret_key
     if settings.database_url:
-        from studio.postgres import signing_key_in_database
+        from studio.store.postgres import signing_key_in_database
 
         return signing_key_in_database(settings.database_url, secrets.token_urlsafe(48))
     path = settings.db_path.with_name(settings.db_path.name + ".secret")

@@ -17,7 +17,7 @@ import logging.config
 import time
 from typing import Any
 
-from studio import db
+from studio.store import db
 
 FIELDS = "studio_fields"
 # Already said by the text line's message; JSON lines carry every field.

@@ -48,9 +48,9 @@ def create_database(template: str | None = None) -> str:
 
 def seeded_template() -> None:
     """The demo database made once per run (argon2 is slow on purpose), to copy per test."""
-    from studio.db import in_transaction
-    from studio.demo import seed_demo
-    from studio.postgres import connect, prepare
+    from studio.ops.demo import seed_demo
+    from studio.store.db import in_transaction
+    from studio.store.postgres import connect, prepare
 
     if TEMPLATE in _templates:
         return
@@ -72,7 +72,7 @@ def seeded_template() -> None:
 def use_migrated(path: Path) -> str:
     """`path` stands for a fresh database of the studio's schema and no rows, copied from one
     migrated once per run."""
-    from studio.postgres import prepare
+    from studio.store.postgres import prepare
 
     if SCHEMA_TEMPLATE not in _templates:
         with _admin() as admin:
@@ -118,7 +118,7 @@ def connect(path: Path) -> Any:
         db = sqlite3.connect(path, timeout=30, isolation_level=None)
         db.row_factory = sqlite3.Row
         return db
-    from studio.postgres import connect as pg_connect
+    from studio.store.postgres import connect as pg_connect
 
     return pg_connect(url)
 

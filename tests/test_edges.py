@@ -125,7 +125,7 @@ def test_on_postgresql_the_generated_key_is_kept_in_the_database_and_no_secret_o
 
 @backends.sqlite_only
 def test_an_existing_world_readable_database_is_tightened(tmp_path):
-    from studio.db import prepare
+    from studio.store.db import prepare
 
     db_path = tmp_path / "studio.db"
     db_path.touch(mode=0o644)
@@ -145,7 +145,7 @@ def test_a_readable_key_file_stops_the_start_saying_how_to_fix_it(tmp_path):
         signing_key(Settings(db_path=db_path))
     env = {**studio_env(db_path), "STUDIO_SECRET_KEY": ""}
     started = subprocess.run(
-        [sys.executable, "-m", "studio.cli", "serve", "--port", "1"], cwd=ROOT, env=env,
+        [sys.executable, "-m", "studio.ops.cli", "serve", "--port", "1"], cwd=ROOT, env=env,
         capture_output=True, text=True, timeout=60)
     assert started.returncode != 0
     assert f"chmod 600 {key}" in started.stderr

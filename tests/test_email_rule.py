@@ -9,8 +9,10 @@ from typing import Any
 import httpx
 import pytest
 
-from studio import identifiers, mail, outbox
+from studio.billing import identifiers
 from studio.errors import Refusal
+from studio.mail import outbox
+from studio.mail import smtp as mail
 from tests.conftest import Running, database_digest, days_ahead, execute, rows
 from tests.test_sending import mailing, send_body  # noqa: F401  (the studio with a mail server)
 

@@ -28,8 +28,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from studio.demo import DEMO_PASSWORD
 from studio.errors import Refusal
+from studio.ops.demo import DEMO_PASSWORD
 from tests import backends
 from tests.conftest import ADA, BEN, days_ahead, lease_body, running
 

@@ -14,10 +14,10 @@ from typing import Any
 import pypdf
 import pytest
 
-from studio import db as store
-from studio import invoices, profiles
-from studio.audit import audit_database, audit_file
-from studio.db import MIGRATIONS, in_transaction, prepare
+from studio.billing import invoices, profiles
+from studio.ops.audit import audit_database, audit_file
+from studio.store import db as store
+from studio.store.db import MIGRATIONS, in_transaction, prepare
 from tests import backends
 from tests.conftest import ADA, database_digest, days_ahead, execute, rows, scalar
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from studio.db import MIGRATIONS, prepare_database
+from studio.store.db import MIGRATIONS, prepare_database
 from tests import backends
 from tests.conftest import studio_command
 

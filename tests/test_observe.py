@@ -11,9 +11,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from studio.auth import SESSION_COOKIE
-from studio.demo import DEMO_PASSWORD
-from studio.postgres import display
+from studio.accounts.auth import SESSION_COOKIE
+from studio.ops.demo import DEMO_PASSWORD
+from studio.store.postgres import display
 from tests import backends
 from tests.conftest import (
     ADA,
@@ -98,7 +98,7 @@ def test_a_submit_apply_and_issue_log_their_lines_and_no_secret_reaches_the_log(
     assert [(c["from"], c["to"], c["actor_id"]) for c in issued_change] == [
         ("draft", "issued", actor_id)]
     assert issued_change[0]["number"] == issued.json()["number"]
-    start = next(line for line in lines if line["logger"] == "studio.cli")
+    start = next(line for line in lines if line["logger"] == "studio.ops.cli")
     url = backends.database_url(db_path)
     assert (start["db"], start["workers"]) == (str(db_path) if url is None else display(url), 1)
     assert start["address"] == server.url

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from studio import db as store
-from studio import pg_schema
-from studio.auth import add_actor
-from studio.db import (
+from studio.accounts.auth import add_actor
+from studio.ops.demo import CREDIT_NOTES, INVOICES, OVERDUE
+from studio.store import db as store
+from studio.store.db import (
     MIGRATIONS,
     SchemaTooNew,
     after_commit,
@@ -22,7 +22,7 @@ from studio.db import (
     prepare,
     prepare_database,
 )
-from studio.demo import CREDIT_NOTES, INVOICES, OVERDUE
+from studio.store.migrations import postgres as pg_schema
 from tests import backends
 from tests.conftest import (
     ADA,
@@ -218,7 +218,7 @@ def test_two_hosts_starting_together_on_an_empty_database_make_the_schema_and_de
     """Both wait at the migration lock, held here until both are waiting, so they truly start
     together; both come up, the schema is made once and `--demo` seeds the demo once."""
     path = tmp_path / "studio.db"
-    from studio.postgres import MIGRATION_LOCK
+    from studio.store.postgres import MIGRATION_LOCK
 
     gate = backends.connect(path)
     try:

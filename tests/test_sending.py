@@ -14,8 +14,9 @@ import httpx
 import pytest
 from pypdf import PdfReader
 
-from studio import mail, outbox
 from studio.config import Settings, from_environment
+from studio.mail import outbox
+from studio.mail import smtp as mail
 from tests.conftest import (
     ADA,
     BEN,
@@ -292,7 +293,7 @@ async def test_a_send_whose_email_cannot_be_made_fails_with_a_reason_and_no_seco
         mailing: Running, inbox: Inbox, monkeypatch: pytest.MonkeyPatch) -> None:
     """An attachment that cannot be built would fail at every try: the send ends failed,
     saying why in a person's words, after one try, not queued for ever."""
-    from studio import facturx
+    from studio.billing import facturx
 
     async def cannot_be_built(*_: Any) -> bytes:
         raise ValueError("All strings must be XML compatible")
@@ -563,7 +564,7 @@ async def test_one_accounts_many_emails_do_not_hold_back_anothers_one(
 
 
 def outbox_slots() -> int:
-    from studio.worker import DELIVERY_SLOTS
+    from studio.runtime.worker import DELIVERY_SLOTS
 
     return DELIVERY_SLOTS
 

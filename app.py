@@ -18,12 +18,15 @@ from studio import assets
 from studio.accounts.auth import Sessions
 from studio.accounts.throttle import Limits
 from studio.billing import attachments, documents
-from studio.config import Settings, from_environment, signing_keys
+from studio.config import Settings, from_environment
+from studio.leasing import leases
 from studio.leasing.providers import Provider, Providers, local
 from studio.ops.demo import ensure_demo
 from studio.runtime.worker import Worker, sweep
 from studio.store.db import Database, open_database
+from studio.store.keys import signing_keys
 from studio.store.memo import Memo
+from studio.store.stores import store_for
 from studio.web import handlers as web
 from studio.web import metrics
 from studio.web.browser import ClientTimeout, CrossOriginGuard
@@ -59,7 +62,8 @@ def sessions_for(db: Database, settings: Settings) -> Sessions:
     limits = Limits(settings.signin_window_seconds, settings.signin_failures_per_pair,
                     settings.signin_failures_per_address, settings.signin_failures_per_email)
     return Sessions(db, signing_keys(settings), idle_seconds=settings.session_idle_seconds,
-                    max_seconds=settings.session_max_seconds, limits=limits)
+                    max_seconds=settings.session_max_seconds, limits=limits,
+                    handover=leases.hand_over)
 
 
 def create_app(settings: Settings | None = None, providers: dict[str, Provider] | None = None
@@ -78,7 +82,7 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             providers=known, worker=worker if settings.embedded_worker else None,
             templates=Jinja2Templates(directory=assets.folder("templates")), memo=Memo(db),
         )
-        app.state.attachment_store = store = attachments.store_for(settings)
+        app.state.attachment_store = store = store_for(settings)
         background = []
         if settings.embedded_worker:
             background.append(asyncio.create_task(worker.run()))

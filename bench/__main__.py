@@ -53,7 +53,9 @@ from studio.config import Settings
 from studio.leasing import intents, leases
 from studio.leasing.providers import Providers
 from studio.runtime.worker import Worker, claim_task
-from studio.store.db import Database, in_transaction, prepare
+from studio.store.db import Database
+from studio.store.sqlite import prepare
+from studio.store.transactions import in_transaction
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent

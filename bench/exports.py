@@ -16,7 +16,8 @@ from bench.uploads import peak_rss_mb, reset_peak
 from studio.accounts.auth import add_actor
 from studio.billing import invoices, profiles
 from studio.store import postgres
-from studio.store.db import in_transaction, prepare
+from studio.store.sqlite import prepare
+from studio.store.transactions import in_transaction
 
 EMAIL, PASSWORD = "export@example.com", "bench-password"
 # Three rates, so every row has its per-rate columns worked out.

@@ -15,7 +15,8 @@ from typing import Any
 
 from studio.accounts.auth import add_actor
 from studio.billing import documents, facturx, invoices, profiles
-from studio.store.db import Database, prepare
+from studio.store.db import Database
+from studio.store.sqlite import prepare
 
 LINES = 50
 SELLER = {"name": "Bench GmbH", "address": "Hauptstraße 1\n10115 Berlin", "country": "DE",

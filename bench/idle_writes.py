@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from studio.config import Settings
-from studio.store import db as sqlite_db
+from studio.store import sqlite as sqlite_db
 
 
 def counting(counts: collections.Counter[str], transaction: Any) -> Any:

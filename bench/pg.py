@@ -32,8 +32,8 @@ from studio.leasing.providers import Providers
 from studio.ops.audit import problems
 from studio.runtime.worker import IDLE_WAIT_S
 from studio.store import postgres
-from studio.store.db import in_transaction
 from studio.store.postgres import PgDatabase
+from studio.store.transactions import in_transaction
 
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = ["pg_virtualenv", "-t", "-o", "fsync=on"]

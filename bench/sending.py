@@ -15,7 +15,8 @@ from typing import Any
 
 from bench.payments import seed_issued
 from studio.mail import outbox
-from studio.store.db import Database, in_transaction
+from studio.store.db import Database
+from studio.store.transactions import in_transaction
 
 MAIL_FROM = "billing@bench.test"
 ASKED = outbox.parse_send({"to": "accounts@customer.test", "subject": "Invoice",

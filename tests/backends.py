@@ -49,8 +49,8 @@ def create_database(template: str | None = None) -> str:
 def seeded_template() -> None:
     """The demo database made once per run (argon2 is slow on purpose), to copy per test."""
     from studio.ops.demo import seed_demo
-    from studio.store.db import in_transaction
     from studio.store.postgres import connect, prepare
+    from studio.store.transactions import in_transaction
 
     if TEMPLATE in _templates:
         return

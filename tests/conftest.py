@@ -24,7 +24,8 @@ import pytest
 from app import create_app
 from studio.config import Settings
 from studio.ops.demo import DEMO_PASSWORD, seed_demo
-from studio.store.db import in_transaction, prepare
+from studio.store.sqlite import prepare
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.mailserver import inbox, smtp  # noqa: F401  (fixtures of the tests that send email)
 

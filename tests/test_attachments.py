@@ -534,7 +534,7 @@ async def test_deleting_a_draft_deletes_its_attachments_and_their_files_once_not
 
 async def test_a_crash_after_a_draft_is_deleted_leaves_only_orphans_the_sweep_removes(studio):
     from studio.billing import invoices
-    from studio.store.db import in_transaction
+    from studio.store.transactions import in_transaction
 
     client = await studio.signed_in()
     invoice = await draft_id(client)

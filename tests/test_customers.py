@@ -14,7 +14,7 @@ import pytest
 
 from studio.billing import customers
 from studio.errors import Refusal
-from studio.store.db import in_transaction
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import (
     ADA,

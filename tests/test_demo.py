@@ -15,7 +15,8 @@ from stdnum.eu import vat
 
 from studio.ops.audit import problems
 from studio.ops.demo import INVOICES, seed_demo, seed_full_demo
-from studio.store.db import in_transaction, prepare
+from studio.store.sqlite import prepare
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import ADA, BEN, rows, scalar, start_server, table_counts
 

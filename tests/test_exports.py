@@ -17,7 +17,7 @@ import pytest
 
 from studio.accounts.auth import Actor
 from studio.billing import exports, invoices
-from studio.store.db import in_transaction
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import ADA, BEN, rows, scalar, table_counts
 

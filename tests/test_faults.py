@@ -17,7 +17,8 @@ from studio.config import Settings
 from studio.leasing import intents
 from studio.leasing.providers import Providers
 from studio.ops.demo import seed_demo
-from studio.store.db import in_transaction, prepare_database
+from studio.store.db import prepare_database
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import (
     lease_body,

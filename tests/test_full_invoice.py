@@ -16,7 +16,7 @@ import pytest
 from studio.billing import invoices
 from studio.ops.audit import audit_database
 from studio.store import bindings
-from studio.store.db import dialect_of
+from studio.store.dialect import dialect_of
 from tests.conftest import (
     ADA,
     BEN,

@@ -26,7 +26,7 @@ from studio.config import Settings
 from studio.mail import outbox
 from studio.runtime.worker import Delivery
 from studio.store import presence
-from studio.store.db import account_lock, lock_key
+from studio.store.dialect import account_lock, lock_key
 from tests import backends
 from tests.conftest import (
     ADA,
@@ -235,7 +235,7 @@ async def test_an_outcome_the_database_cannot_take_is_recorded_once_it_can(
     """The email left; the database refuses the outcome for longer than a claim lasts. The
     worker keeps trying, nobody else sends it, and it is recorded sent once the database is
     back."""
-    from studio.store.db import DatabaseUnavailable
+    from studio.store.transactions import DatabaseUnavailable
 
     a, a_here = await delivery_of(quiet, "worker-a")
     b, b_here = await delivery_of(quiet, "worker-b")
@@ -385,8 +385,8 @@ def test_a_sign_out_while_a_request_is_being_made_in_its_session_expires_that_re
     from studio.accounts.auth import Actor, _open_session, add_actor
     from studio.billing import invoices
     from studio.leasing import intents, leases
-    from studio.store.db import in_transaction
     from studio.store.postgres import connect, prepare
+    from studio.store.transactions import in_transaction
 
     url = backends.create_database()
     prepare(url)

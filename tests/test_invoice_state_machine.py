@@ -16,7 +16,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from studio.billing import invoices, profiles
 from studio.errors import Refusal
 from studio.ops import audit
-from studio.store.db import connect_to, in_transaction
+from studio.store.db import connect_to
+from studio.store.transactions import in_transaction
 from tests import backends
 
 OWNER = "actor-1"

@@ -13,7 +13,8 @@ import httpx
 
 from studio.accounts.auth import add_actor
 from studio.billing import profiles
-from studio.store.db import connect_to, in_transaction
+from studio.store.db import connect_to
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import days_ahead, rows, start_server, studio_command
 

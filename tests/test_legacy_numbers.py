@@ -16,8 +16,10 @@ import pytest
 
 from studio.billing import invoices, profiles
 from studio.ops.audit import audit_database, audit_file
-from studio.store import db as store
-from studio.store.db import MIGRATIONS, in_transaction, prepare
+from studio.store.migrations import sqlite as store
+from studio.store.migrations.sqlite import MIGRATIONS
+from studio.store.sqlite import prepare
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import ADA, database_digest, days_ahead, execute, rows, scalar
 

@@ -15,7 +15,7 @@ import pytest
 
 from studio.billing import invoices
 from studio.leasing import leases
-from studio.store.db import in_transaction
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import ADA, rows, scalar
 

@@ -17,7 +17,8 @@ import pytest
 
 from studio.config import Settings
 from studio.runtime.worker import Claimed, Worker, keep_claims
-from studio.store.db import account_lock, hold, open_database
+from studio.store.db import open_database
+from studio.store.dialect import account_lock, hold
 from tests import backends
 from tests.conftest import ADA, days_ahead, execute, lease_body, rows, running, scalar
 

@@ -15,7 +15,7 @@ import pytest
 
 from bench.uploads import peak_rss_mb, reset_peak
 from studio.billing import attachments
-from studio.store.db import account_lock, hold
+from studio.store.dialect import account_lock, hold
 from studio.store.stores import CHUNK_BYTES, DatabaseStore
 from tests import backends
 from tests.conftest import execute, rows, scalar, sign_in, start_server, studio_command

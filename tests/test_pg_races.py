@@ -24,7 +24,7 @@ from studio.config import Settings
 from studio.leasing.intents import Intent, LeaseRequest, create_lease
 from studio.runtime.worker import Claimed, claim_task
 from studio.store import postgres
-from studio.store.db import in_transaction
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import ADA, BEN, days_ahead, rows, running, scalar
 

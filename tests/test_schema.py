@@ -13,16 +13,12 @@ import pytest
 
 from studio.accounts.auth import add_actor
 from studio.ops.demo import CREDIT_NOTES, INVOICES, OVERDUE
-from studio.store import db as store
-from studio.store.db import (
-    MIGRATIONS,
-    SchemaTooNew,
-    after_commit,
-    in_transaction,
-    prepare,
-    prepare_database,
-)
+from studio.store.db import prepare_database
 from studio.store.migrations import postgres as pg_schema
+from studio.store.migrations import sqlite as store
+from studio.store.migrations.sqlite import MIGRATIONS
+from studio.store.sqlite import prepare
+from studio.store.transactions import SchemaTooNew, after_commit, in_transaction
 from tests import backends
 from tests.conftest import (
     ADA,

@@ -17,7 +17,7 @@ import pytest
 from studio.config import Settings
 from studio.ops.demo import seed_demo
 from studio.store import postgres
-from studio.store.db import in_transaction
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import ADA, Running, days_ahead, running, scalar, table_counts
 

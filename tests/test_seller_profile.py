@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from studio.billing import profiles
-from studio.store.db import in_transaction
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import ADA, rows, scalar, table_counts
 

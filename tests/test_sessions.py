@@ -16,7 +16,7 @@ from studio.accounts import auth
 from studio.accounts.auth import SESSION_COOKIE
 from studio.leasing import leases
 from studio.ops.demo import DEMO_PASSWORD
-from studio.store import db as store
+from studio.store import transactions as store
 from tests.conftest import ADA, BEN, Running, execute, lease_body, rows, running, scalar
 
 pytestmark = pytest.mark.anyio

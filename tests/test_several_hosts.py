@@ -34,8 +34,8 @@ from studio.accounts.auth import SESSION_COOKIE, add_actor
 from studio.billing import profiles
 from studio.ops.demo import DEMO_PASSWORD, INVOICES, OVERDUE
 from studio.store import postgres
-from studio.store.db import in_transaction
 from studio.store.migrations import postgres as pg_schema
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import ADA, BEN, days_ahead, lease_body
 from tests.hosts import lab

@@ -52,7 +52,9 @@ from studio.leasing import leases
 from studio.leasing.intents import Intent, LeaseRequest, create_lease, plan_tasks
 from studio.leasing.leases import FINAL, LIVE
 from studio.runtime.worker import claim_task
-from studio.store.db import MIGRATIONS, apply_migration, in_transaction
+from studio.store.migrations.sqlite import MIGRATIONS
+from studio.store.sqlite import apply_migration
+from studio.store.transactions import in_transaction
 from tests import backends
 
 LEASE_SECONDS = 60.0

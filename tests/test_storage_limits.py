@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from studio.billing.attachments import FileStore
-from studio.store.db import account_lock, hold
+from studio.store.dialect import account_lock, hold
 from tests import backends
 from tests.conftest import running, scalar
 from tests.test_attachments import arriving, draft_id, files, png, send, stored

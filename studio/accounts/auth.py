@@ -11,7 +11,7 @@ import secrets
 import sqlite3
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -22,7 +22,8 @@ from itsdangerous import BadSignature, URLSafeSerializer
 from studio.accounts import throttle
 from studio.accounts.throttle import Limits
 from studio.errors import Refusal, storage_full
-from studio.store.db import Database, clock
+from studio.store.db import Database
+from studio.store.transactions import clock
 
 log = logging.getLogger(__name__)
 SESSION_COOKIE = "studio_session"
@@ -56,13 +57,20 @@ def _session_key(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+# (db, previous session, new session, actor id, now): run inside the sign-in's transaction.
+Handover = Callable[[sqlite3.Connection, str, str, str, float], None]
+
+
 class Sessions:
     """Sign-in and sign-out, with the session id carried in a signed cookie."""
 
     def __init__(self, db: Database, signing_key: str | Sequence[str], *,
                  idle_seconds: float = 43200.0, max_seconds: float = 604800.0,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, handover: Handover | None = None) -> None:
         self.db = db
+        # What a session replaced by a new sign-in hands over to it, in the same transaction
+        # (the leasing floor's `leases.hand_over`: the running requests move, the rest end).
+        self.handover = handover
         keys = [signing_key] if isinstance(signing_key, str) else list(signing_key)
         # Newest first: new cookies are signed with keys[0], older keys only verify.
         self._signers = [URLSafeSerializer(key, salt="studio-session") for key in keys]
@@ -126,7 +134,7 @@ class Sessions:
             raise Refusal("account_disabled")
         token = secrets.token_urlsafe(32)
         await self.db.write(_signed_in, attempt, email, address, _session_key(token), row["id"],
-                            previous)
+                            previous, self.handover)
         return Actor(row["id"], row["email"], _session_key(token)), self.cookies.dumps(token)
 
     async def _begin_attempt(self, email: str, address: str, vouched: bool) -> str:
@@ -225,32 +233,26 @@ def _actor_by_session(db: sqlite3.Connection, session_id: str
 
 
 def _open_session(db: sqlite3.Connection, session_id: str, actor_id: str, now: float,
-                  previous: str | None = None) -> None:
+                  previous: str | None = None, handover: Handover | None = None) -> None:
     db.execute(
         "INSERT INTO sessions (id, actor_id, created_at, last_seen_at) VALUES (?, ?, ?, ?)",
         (session_id, actor_id, now, now),
     )
     if previous is None:
         return
-    from studio.leasing import leases
-
-    # The same person signing in again keeps their running requests on the new session. The
-    # old session goes first: a request being made in it commits before (its lease then
-    # moves too) or finds it gone.
+    # The old session goes first: a request being made in it commits before (and whatever it
+    # started is handed over) or finds it gone.
     db.execute("DELETE FROM sessions WHERE id = ?", (previous,))
-    db.execute(
-        "UPDATE leases SET session_id = ? WHERE session_id = ? AND actor_id = ?"
-        " AND status IN ('open', 'proposed')",
-        (session_id, previous, actor_id),
-    )
-    leases.end_session(db, previous, now)
+    if handover is not None:
+        handover(db, previous, session_id, actor_id, now)
 
 
 def _signed_in(db: sqlite3.Connection, attempt: str, email: str, address: str,
-               session_id: str, actor_id: str, previous: str | None) -> None:
+               session_id: str, actor_id: str, previous: str | None,
+               handover: Handover | None) -> None:
     now = clock(None)
     throttle.succeeded(db, attempt, email, address, now)
-    _open_session(db, session_id, actor_id, now, previous)
+    _open_session(db, session_id, actor_id, now, previous, handover)
 
 
 def _touch_session(db: sqlite3.Connection, session_id: str, now: float) -> None:

@@ -26,7 +26,8 @@ import uuid
 from dataclasses import dataclass
 
 from studio.errors import Refusal
-from studio.store.db import clock, dialect_of, hold
+from studio.store.dialect import dialect_of, hold
+from studio.store.transactions import clock
 
 # An address that signed in to an email is known to it for this long after its last sign-in.
 KNOWN_FOR_S = 90 * 86400.0

@@ -24,13 +24,10 @@ from studio import logs
 from studio.billing import invoices
 from studio.errors import Refusal
 from studio.store import bindings
-from studio.store.db import Database, DatabaseUnavailable, account_lock, clock, hold
-from studio.store.stores import (
-    ORPHAN_GRACE_S,
-    FileStore,
-    Store,
-    remove_unnamed,
-)
+from studio.store.db import Database
+from studio.store.dialect import account_lock, hold
+from studio.store.stores import ORPHAN_GRACE_S, FileStore, Store, remove_unnamed
+from studio.store.transactions import DatabaseUnavailable, clock
 from studio.store.uploads import Upload
 
 log = logging.getLogger("studio.attachments")

@@ -12,7 +12,8 @@ from decimal import Decimal
 from typing import Any
 
 from studio.billing import money
-from studio.store.db import clock, dialect_of
+from studio.store.dialect import dialect_of
+from studio.store.transactions import clock
 
 
 def _sum(db: sqlite3.Connection, sql: str, invoice_id: str) -> Decimal:

@@ -17,9 +17,10 @@ from typing import Any
 from studio.accounts.auth import Actor
 from studio.billing import identifiers, money
 from studio.errors import Refusal
-from studio.leasing.leases import timestamp
 from studio.store import bindings, paging
-from studio.store.db import Database, account_lock, anywhere, clock, dialect_of, hold
+from studio.store.db import Database
+from studio.store.dialect import account_lock, anywhere, dialect_of, hold
+from studio.store.transactions import clock, timestamp
 
 MAX_NAME = 200
 MAX_ADDRESS = 1000

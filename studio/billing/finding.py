@@ -22,7 +22,9 @@ from studio.accounts.auth import Actor
 from studio.billing import balances, customers, invoices, money
 from studio.errors import Refusal
 from studio.store import paging
-from studio.store.db import Database, anywhere, clock, dialect_of
+from studio.store.db import Database
+from studio.store.dialect import anywhere, dialect_of
+from studio.store.transactions import clock
 
 STATUSES = ("draft", "issued", "unpaid", "paid", "overdue")
 DAY_S = 86_400

@@ -13,8 +13,8 @@ from schwifty import BIC, IBAN
 from stdnum.eu import vat as eu_vat
 from stdnum.exceptions import ValidationError
 
+from studio import addresses
 from studio.errors import Refusal
-from studio.mail import smtp as mail
 
 MAX_VAT_ID = 50
 # A VAT ID's prefix is its member state's code, except Greece's (EL); XI is Northern Ireland.
@@ -60,15 +60,15 @@ def _text(value: object, what: str) -> str:
 
 
 def email(value: object, what: str = "email") -> str:
-    """An address by the one rule the studio keeps and sends to (`mail.address_fault`),
+    """An address by the one rule the studio keeps and sends to (`addresses.address_fault`),
     trimmed; left out is empty."""
     if value is None:
         return ""
     if not isinstance(value, str):
         raise Refusal("invalid_body", f"The {what} must be text.")
     try:
-        return mail.address(value) if value.strip() else ""
-    except mail.NotAnAddress as fault:
+        return addresses.address(value) if value.strip() else ""
+    except addresses.NotAnAddress as fault:
         raise Refusal("invalid_email", f"The {what} {fault}.") from None
 
 

@@ -20,24 +20,18 @@ import uuid
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from studio import logs
+from studio import counters, logs
 from studio.accounts.auth import Actor
 from studio.billing import balances, customers, identifiers, money, profiles
 from studio.errors import Refusal
-from studio.leasing.leases import timestamp
 from studio.store import bindings, paging
-from studio.store.db import (
-    Database,
-    account_lock,
-    after_commit,
-    clock,
-    continue_legacy_series,
-    hold,
-)
-from studio.web import metrics
+from studio.store.db import Database
+from studio.store.dialect import account_lock, hold
+from studio.store.migrations.legacy import continue_legacy_series
+from studio.store.transactions import after_commit, clock, timestamp
 
 if TYPE_CHECKING:
-    from studio.billing.attachments import FileStore
+    from studio.store.stores import FileStore
 
 MAX_CUSTOMER = 200
 MAX_NOTES = 2000
@@ -619,7 +613,7 @@ def issue(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: st
                                bindings.fingerprint(reviewed), make, now, target_id=invoice_id)
     if not created:
         return _issued(db, invoice_id), False
-    after_commit(metrics.issues_total.inc)
+    after_commit(counters.issues_total.inc)
     return receipt, True
 
 

@@ -20,9 +20,10 @@ from studio import logs
 from studio.accounts.auth import Actor
 from studio.billing import balances, identifiers, invoices, money
 from studio.errors import Refusal
-from studio.leasing.leases import timestamp
 from studio.store import bindings
-from studio.store.db import Database, account_lock, clock, hold
+from studio.store.db import Database
+from studio.store.dialect import account_lock, hold
+from studio.store.transactions import clock, timestamp
 
 METHODS = {"bank_transfer": "Bank transfer", "card": "Card", "cash": "Cash", "other": "Other"}
 MAX_REFERENCE = 200

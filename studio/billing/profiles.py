@@ -15,7 +15,9 @@ from PIL import Image
 from studio.accounts.auth import Actor
 from studio.billing import identifiers
 from studio.errors import Refusal
-from studio.store.db import Database, account_lock, clock, hold
+from studio.store.db import Database
+from studio.store.dialect import account_lock, hold
+from studio.store.transactions import clock
 
 FIELDS = ("name", "address", "country", "vat_id", "tax_number", "email", "iban", "bic",
           "payment_terms", "footer")

@@ -20,8 +20,9 @@ from typing import Any, NamedTuple
 
 from studio.billing import invoices
 from studio.errors import Refusal
-from studio.leasing.leases import timestamp
-from studio.store.db import Database, account_lock, clock, hold
+from studio.store.db import Database
+from studio.store.dialect import account_lock, hold
+from studio.store.transactions import clock, timestamp
 
 TOKEN_BYTES = 16  # 128 bits
 # What secrets.token_urlsafe(16) gives: 22 characters of the URL-safe base64 alphabet.

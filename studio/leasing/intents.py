@@ -12,11 +12,13 @@ from typing import Any
 from studio import logs
 from studio.accounts.auth import Actor
 from studio.errors import Refusal
-from studio.leasing.leases import record_event, timestamp
+from studio.leasing.leases import record_event
 from studio.leasing.providers import AUTO, Providers
 from studio.leasing.purposes import PURPOSES, purpose_named
 from studio.store import bindings
-from studio.store.db import Database, account_lock, clock, dialect_of, hold
+from studio.store.db import Database
+from studio.store.dialect import account_lock, dialect_of, hold
+from studio.store.transactions import clock, timestamp
 
 MAX_CANDIDATES = 5
 

@@ -18,29 +18,21 @@ import json
 import logging
 import sqlite3
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
-from studio import logs
+from studio import counters, logs
 from studio.accounts.auth import Actor, expired_sessions, sessions_of
 from studio.errors import Refusal
 from studio.leasing.purposes import PURPOSES
 from studio.store import paging
-from studio.store.db import Database, account_lock, after_commit, clock, dialect_of, hold
-from studio.web import metrics
+from studio.store.db import Database
+from studio.store.dialect import account_lock, dialect_of, hold
+from studio.store.transactions import after_commit, clock, timestamp
 
 log = logging.getLogger("studio.leases")
 
 LIVE = ("open", "proposed")
 FINAL = ("applied", "rejected", "expired", "failed")
-
-
-def timestamp(seconds: float | None) -> str | None:
-    """Epoch seconds as the ISO 8601 UTC text the API speaks."""
-    if seconds is None:
-        return None
-    moment = datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")
-    return moment.replace("+00:00", "Z")
 
 
 def _changed(lease_id: str, actor_id: str | None, from_: str, to: str, reason: str) -> None:
@@ -108,7 +100,7 @@ def record_proposal(
         record_event(db, lease_id, "late_completion", detail, now)
         after_commit(functools.partial(
             log.info, "late completion for lease %s, written nowhere (%s)", lease_id, detail))
-        after_commit(metrics.late_completions_total.inc)
+        after_commit(counters.late_completions_total.inc)
         return False
     if not saved:
         log.info("task %s already had its proposal; reused it", task_id)
@@ -213,6 +205,19 @@ def any_due(db: sqlite3.Connection, now: float | None = None) -> bool:
         "SELECT 1 FROM leases WHERE status IN ('open', 'proposed') AND deadline_at <= ? LIMIT 1",
         (now,),
     ).fetchone() is not None
+
+
+def hand_over(db: sqlite3.Connection, previous: str, session_id: str, actor_id: str,
+              now: float) -> None:
+    """The same person signing in again keeps their running requests on the new session; what
+    the old session held otherwise ends with it. Runs inside the sign-in's transaction, after
+    the old session is gone (`auth.Sessions(handover=...)`)."""
+    db.execute(
+        "UPDATE leases SET session_id = ? WHERE session_id = ? AND actor_id = ?"
+        " AND status IN ('open', 'proposed')",
+        (session_id, previous, actor_id),
+    )
+    end_session(db, previous, now)
 
 
 def end_session(db: sqlite3.Connection, session_id: str, now: float | None = None,

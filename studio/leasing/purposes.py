@@ -17,44 +17,22 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
 
 from studio.billing import balances, money
 from studio.errors import Refusal
-from studio.store.db import clock
-
-Invoice = dict[str, Any]
-Row = Any
-# What a receipt may be: the attachment types the store accepts, judged by their bytes.
-RECEIPT_TYPES = ("application/pdf", "image/png", "image/jpeg", "image/webp", "image/heic")
-AMOUNT = {"type": ["string", "null"], "pattern": r"^[0-9]{1,12}(\.[0-9]{1,6})?$"}
-TEXT = {"type": ["string", "null"], "maxLength": 500}
-
-
-@dataclass(frozen=True)
-class Purpose:
-    name: str
-    label: str
-    verb: str  # how the review step says it: "Summarize 2 invoices"
-    schema: dict[str, Any]  # what a proposal is; a writer's answer outside it is never kept
-    prompt: Callable[[Invoice], str]
-    refuse: Callable[[Any, Row], None]  # at submit: raises when the invoice is no target
-    fence: Callable[[Any, Row], str]  # the state apply must still find
-    write: Callable[[Any, str, Row, dict[str, Any], str], None]  # apply's one write
-    summary: Callable[[dict[str, Any]], str]  # the proposal in one line a person reads
-    lease_seconds: float = 90.0
-    reads_receipts: bool = False
-
-
-def _object(properties: dict[str, Any]) -> dict[str, Any]:
-    """A strict object schema: every property required, nothing else allowed (as OpenAI's
-    strict structured outputs ask)."""
-    return {"type": "object", "properties": properties, "required": list(properties),
-            "additionalProperties": False}
+from studio.leasing.purpose import (
+    AMOUNT,
+    RECEIPT_TYPES,
+    TEXT,
+    Invoice,
+    Purpose,
+    Row,
+    strict_object,
+)
+from studio.store.transactions import clock
 
 
 def checked(purpose: Purpose, proposal: object) -> dict[str, Any]:
@@ -234,17 +212,17 @@ def _save_reminder(db: Any, actor_id: str, row: Row, proposal: dict[str, Any],
 PURPOSES: dict[str, Purpose] = {
     "summarize_invoice": Purpose(
         name="summarize_invoice", label="Summarize invoice", verb="Summarize",
-        schema=_object({"summary": {"type": "string", "minLength": 1, "maxLength": 2000}}),
+        schema=strict_object({"summary": {"type": "string", "minLength": 1, "maxLength": 2000}}),
         prompt=summarize_prompt, refuse=_any_invoice, fence=_no_fence, write=_write_summary,
         summary=lambda proposal: proposal["summary"],
     ),
     "read_receipt": Purpose(
         name="read_receipt", label="Read the receipt", verb="Read the receipts of",
-        schema=_object({
+        schema=strict_object({
             "supplier": TEXT,
             "date": {"type": ["string", "null"], "pattern": r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
             "currency": {"type": ["string", "null"], "pattern": "^[A-Z]{3}$"},
-            "lines": {"type": "array", "maxItems": 200, "items": _object({
+            "lines": {"type": "array", "maxItems": 200, "items": strict_object({
                 "description": TEXT, "quantity": AMOUNT, "unit_price": AMOUNT,
                 "tax_rate": {**AMOUNT, "pattern": r"^[0-9]{1,3}(\.[0-9]{1,2})?$"}})},
             "total": AMOUNT,
@@ -254,7 +232,7 @@ PURPOSES: dict[str, Purpose] = {
     ),
     "draft_reminder": Purpose(
         name="draft_reminder", label="Write a reminder", verb="Write a reminder for",
-        schema=_object({"subject": {"type": "string", "minLength": 1, "maxLength": 200},
+        schema=strict_object({"subject": {"type": "string", "minLength": 1, "maxLength": 200},
                         "message": {"type": "string", "minLength": 1, "maxLength": 10_000}}),
         prompt=reminder_prompt, refuse=_money_due, fence=_money_state, write=_save_reminder,
         summary=lambda proposal: proposal["subject"],

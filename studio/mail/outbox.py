@@ -17,13 +17,14 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
+from studio import addresses
 from studio.billing import balances, identifiers, shares
 from studio.billing.invoices import owned
 from studio.errors import Refusal
-from studio.leasing.leases import timestamp
-from studio.mail import smtp as mail
+from studio.mail import smtp
 from studio.store import bindings, presence
-from studio.store.db import account_lock, after_commit, clock, dialect_of, hold
+from studio.store.dialect import account_lock, dialect_of, hold
+from studio.store.transactions import after_commit, clock, timestamp
 
 log = logging.getLogger("studio.outbox")
 
@@ -55,7 +56,7 @@ def _one_line(value: object, refusal: str, most: int) -> str | None:
 
 
 def _address(value: object) -> str | None:
-    """A recipient typed, by the rule every kept address meets (`mail.address_fault`)."""
+    """A recipient typed, by the rule every kept address meets (`addresses.address_fault`)."""
     if value is None or value == "":
         return None
     if not isinstance(value, str):
@@ -63,8 +64,8 @@ def _address(value: object) -> str | None:
     if not value.strip():
         return None
     try:
-        return mail.address(value)
-    except mail.NotAnAddress as fault:
+        return addresses.address(value)
+    except addresses.NotAnAddress as fault:
         raise Refusal("invalid_recipient", _not_an_address(value.strip(), fault)) from None
 
 
@@ -181,12 +182,12 @@ def queue(db: sqlite3.Connection, actor_id: str, invoice_id: str, binding: str,
         if not recipient:
             raise Refusal("recipient_missing")
         # An address kept before the rule was the one it is now is checked again here.
-        fault = mail.address_fault(recipient)
+        fault = addresses.address_fault(recipient)
         if fault is not None:
             raise Refusal("invalid_recipient", _not_an_address(recipient, fault))
         subject, message = default_words(facts, kind)
         subject = asked["subject"] or subject
-        fault = mail.header_text_fault(subject)
+        fault = addresses.header_text_fault(subject)
         if fault is not None:
             raise Refusal("invalid_subject", f"The subject {fault}.")
         message = asked["message"] or message
@@ -198,7 +199,7 @@ def queue(db: sqlite3.Connection, actor_id: str, invoice_id: str, binding: str,
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
             (send_id, actor_id, invoice_id, kind, recipient, ", ".join(asked["cc"]),
              subject, message, invoice["frozen_sha256"],
-             mail.message_id(send_id, mail_from), link_id, now, now))
+             addresses.message_id(send_id, mail_from), link_id, now, now))
         after_commit(lambda: log.info("send %s of invoice %s queued for %s", send_id,
                                       invoice_id, recipient))
 
@@ -381,7 +382,7 @@ def backoff(attempts: int, cap: float) -> float:
     return min(cap, BACKOFF_FIRST_S * 2 ** max(0, min(attempts - 1, 30)))
 
 
-def record(db: sqlite3.Connection, send_id: str, claim_token: str, outcome: mail.Outcome,
+def record(db: sqlite3.Connection, send_id: str, claim_token: str, outcome: smtp.Outcome,
            retry_cap: float, now: float | None = None) -> bool:
     """How a try went, written only while this claim still holds the queued send; False when
     it no longer does (it timed out and another worker took the send over)."""

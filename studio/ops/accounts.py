@@ -17,7 +17,9 @@ from studio import logs
 from studio.accounts.auth import hasher
 from studio.config import Settings
 from studio.leasing import leases
-from studio.store.db import Database, account_lock, clock, dialect_of, hold
+from studio.store.db import Database
+from studio.store.dialect import account_lock, dialect_of, hold
+from studio.store.transactions import clock
 
 MIN_PASSWORD = 8
 MAX_PASSWORD = 1024

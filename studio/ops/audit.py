@@ -12,7 +12,8 @@ from pathlib import Path
 
 from studio.billing import balances, invoices
 from studio.config import Settings
-from studio.store.db import read_only_to, refuse_if_newer_database, series_place
+from studio.store.db import read_only_to, refuse_if_newer_database
+from studio.store.migrations.legacy import series_place
 
 
 def problems(db: sqlite3.Connection) -> list[str]:

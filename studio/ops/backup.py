@@ -25,13 +25,9 @@ import psycopg.conninfo
 
 from studio.config import Settings
 from studio.ops.checks import Finding, Target, files_dir_for, run_checks
-from studio.store.db import (
-    is_postgres,
-    read_only,
-    refuse_if_newer,
-    refuse_if_newer_database,
-    sync_path,
-)
+from studio.store.db import is_postgres, refuse_if_newer_database
+from studio.store.sqlite import read_only, refuse_if_newer
+from studio.store.transactions import sync_path
 
 
 class BackupError(Exception):

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from studio import logs
-from studio.config import Settings, alive, from_environment, signing_keys
+from studio.config import Settings, from_environment
 from studio.ops import accounts
+from studio.store.keys import alive, signing_keys
 
 log = logging.getLogger("studio.cli")
 T = TypeVar("T")
@@ -55,8 +56,9 @@ def _settings(args: argparse.Namespace) -> Settings:
 def serve(args: argparse.Namespace) -> None:
     import uvicorn
 
-    from studio.store.db import DatabaseUnavailable, SchemaTooNew, database_name, prepare_database
-    from studio.web.metrics import MULTIPROCESS_ENV
+    from studio.counters import MULTIPROCESS_ENV
+    from studio.store.db import database_name, prepare_database
+    from studio.store.transactions import DatabaseUnavailable, SchemaTooNew
 
     if args.demo:
         os.environ["STUDIO_DEMO"] = "1"
@@ -135,7 +137,7 @@ async def _work() -> None:
 
 
 def work(args: argparse.Namespace) -> None:
-    from studio.store.db import DatabaseUnavailable, SchemaTooNew
+    from studio.store.transactions import DatabaseUnavailable, SchemaTooNew
 
     settings = _settings(args)
     logs.configure(settings.log_format)
@@ -160,7 +162,8 @@ def unreachable(settings: Settings, error: Exception) -> str:
 
 
 def _store(settings: Settings) -> sqlite3.Connection:
-    from studio.store.db import DatabaseUnavailable, SchemaTooNew, connect_to
+    from studio.store.db import connect_to
+    from studio.store.transactions import DatabaseUnavailable, SchemaTooNew
 
     try:
         return connect_to(settings)
@@ -183,7 +186,7 @@ def _password(from_stdin: bool) -> str:
 
 
 def users(args: argparse.Namespace) -> None:
-    from studio.store.db import in_transaction
+    from studio.store.transactions import in_transaction
 
     settings = _settings(args)
     logs.configure(settings.log_format)
@@ -257,7 +260,7 @@ def _bytes_kept(settings: Settings) -> str:
 def _looking_at(settings: Settings, run: Callable[[], T], *refused: type[Exception]) -> T:
     """Run a command that reads the database; a newer schema, an unreachable database or
     `refused` are its message and exit status 1."""
-    from studio.store.db import DatabaseUnavailable, SchemaTooNew
+    from studio.store.transactions import DatabaseUnavailable, SchemaTooNew
 
     if not settings.database_url and not settings.db_path.is_file():
         raise CommandError(f"There is no database at {settings.db_path}.")
@@ -298,7 +301,7 @@ def audit(args: argparse.Namespace) -> None:
 def import_file(args: argparse.Namespace) -> None:
     """The whole file is read and checked first; then one short transaction inserts it."""
     from studio.ops.imports import ImportError_, import_drafts, read_file
-    from studio.store.db import in_snapshot
+    from studio.store.transactions import in_snapshot
 
     settings = _settings(args)
     logs.configure(settings.log_format)

@@ -20,7 +20,9 @@ from studio import assets
 from studio.accounts.auth import add_actor
 from studio.billing import attachments, customers, invoices, payments, profiles
 from studio.config import Settings
-from studio.store.db import Database, hold
+from studio.store.db import Database
+from studio.store.dialect import hold
+from studio.store.stores import store_for
 from studio.store.uploads import HEAD_BYTES, Upload
 
 DEMO_PASSWORD = "studio-demo"
@@ -257,7 +259,7 @@ def _drafts_to_attach(db: sqlite3.Connection, emails: list[str]
 
 async def attach_receipts(db: Database, settings: Settings, emails: list[str]) -> None:
     """Attach each of these demo accounts' receipt to its draft, as an upload would."""
-    store = attachments.store_for(settings).ensure()
+    store = store_for(settings).ensure()
     quota = attachments.Quota(settings.max_storage_per_actor,
                               settings.max_attachments_per_invoice)
     for actor_id, draft_id, name in await db.read(_drafts_to_attach, emails):

@@ -32,7 +32,8 @@ from typing import Any
 from studio.billing import identifiers, invoices, money
 from studio.errors import Refusal
 from studio.store import bindings
-from studio.store.db import account_lock, clock, hold, in_transaction
+from studio.store.dialect import account_lock, hold
+from studio.store.transactions import clock, in_transaction
 
 CSV_HEADER = ["external_id", "customer", "currency", "due_date", "description", "quantity",
               "unit_price", "tax_rate"]

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from studio import addresses, counters
 from studio.accounts import throttle
 from studio.accounts.auth import expired_sessions
 from studio.billing import documents, facturx
@@ -23,12 +24,12 @@ from studio.errors import Refusal
 from studio.leasing import leases
 from studio.leasing.providers import Providers
 from studio.leasing.purposes import PURPOSES, checked, work_fields
-from studio.mail import outbox
-from studio.mail import smtp as mail
+from studio.mail import outbox, smtp
 from studio.store import presence
-from studio.store.db import Database, DatabaseUnavailable, clock, dialect_of
+from studio.store.db import Database
+from studio.store.dialect import dialect_of
 from studio.store.stores import Store, store_for
-from studio.web import metrics
+from studio.store.transactions import DatabaseUnavailable, clock
 
 T = TypeVar("T")
 
@@ -367,7 +368,7 @@ class Worker:
         except Refusal as refused:
             # An answer that does not fit the purpose's schema is never written; asking the
             # same writer again would not make it fit.
-            metrics.provider_errors_total.labels(task.provider).inc()
+            counters.provider_errors_total.labels(task.provider).inc()
             await self.db.write(leases.fail_task, task.task_id, task.claim,
                                 f"invalid_proposal: {refused.message}", False)
             return
@@ -375,14 +376,14 @@ class Worker:
             current = asyncio.current_task()
             if isinstance(error, asyncio.CancelledError) and current and current.cancelling():
                 raise  # this worker is stopping; its claims are released on the way out
-            metrics.provider_seconds.labels(task.provider).observe(time.monotonic() - started)
-            metrics.provider_errors_total.labels(task.provider).inc()
+            counters.provider_seconds.labels(task.provider).observe(time.monotonic() - started)
+            counters.provider_errors_total.labels(task.provider).inc()
             # Any provider failure is the task's, not the worker's.
             retry = task.attempts < MAX_ATTEMPTS and task.deadline_at > time.time()
             reason = f"{type(error).__name__}: {error}".strip()
             await self.db.write(leases.fail_task, task.task_id, task.claim, reason, retry)
             return
-        metrics.provider_seconds.labels(task.provider).observe(time.monotonic() - started)
+        counters.provider_seconds.labels(task.provider).observe(time.monotonic() - started)
         await self.db.write(
             leases.record_proposal, task.task_id, task.claim, task.actor_id,
             purpose.summary(proposal), proposal=proposal,
@@ -425,7 +426,7 @@ class Delivery:
     def __init__(self, db: Database, settings: Settings, name: str) -> None:
         self.db = db
         self.settings = settings
-        self.server = mail.mail_server(settings.smtp_url)
+        self.server = addresses.mail_server(settings.smtp_url)
         self.name = name
         self.wake = asyncio.Event()
         self._held: set[str] = set()
@@ -489,10 +490,10 @@ class Delivery:
             if not_due:
                 raise NotDue(not_due)
             filename, pdf, reply_to = await self.attachment_of(send)
-            message = mail.build(send, self.settings.mail_from, (filename, pdf),
+            message = smtp.build(send, self.settings.mail_from, (filename, pdf),
                                  send["created_at"], reply_to)
         except NotDue as error:
-            outcome = mail.Outcome("failed", str(error))
+            outcome = smtp.Outcome("failed", str(error))
         except (Exception, asyncio.CancelledError) as error:
             current = asyncio.current_task()
             if isinstance(error, asyncio.CancelledError) and current and current.cancelling():
@@ -500,13 +501,13 @@ class Delivery:
             log.exception("the email of send %s could not be built", send["id"])
             # A database away for now is tried again; anything else would fail at every try,
             # so the send ends failed, saying why, instead of waiting for ever.
-            outcome = mail.Outcome(
+            outcome = smtp.Outcome(
                 "retry" if isinstance(error, DatabaseUnavailable) else "failed",
                 "Not sent: the email with the invoice attached could not be made, so nothing"
                 f" left the studio ({type(error).__name__}: {error})".strip())
         else:
             outcome = await asyncio.to_thread(
-                mail.deliver, self.server, message, still_ours=self._still_ours(send),
+                smtp.deliver, self.server, message, still_ours=self._still_ours(send),
                 data_timeout=self.settings.smtp_data_timeout_seconds)
         # Written however long the database takes: while this worker lives its claim is its
         # own (`outbox.claim`), and only it knows whether the email left.

@@ -38,7 +38,8 @@ import psycopg_pool
 from psycopg.pq import TransactionStatus
 
 from studio.errors import NUL_TEXT, Refusal
-from studio.store.db import DatabaseUnavailable, SchemaTooNew, in_snapshot, in_transaction
+from studio.store.migrations import postgres as pg_schema
+from studio.store.transactions import DatabaseUnavailable, SchemaTooNew, in_snapshot, in_transaction
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -262,16 +263,14 @@ def prepare(url: str) -> None:
     """Apply pending migrations, each in its own transaction, under an advisory lock: of
     hosts starting together, the first migrates and the others wait, then find nothing to do.
     A database of a newer schema is refused before anything writes to it."""
-    from studio.store.migrations.postgres import MIGRATIONS
-
     db = connect(url)
     try:
         db.raw.execute("SET statement_timeout = 0; SET lock_timeout = 0")
         db.raw.execute(f"SELECT pg_advisory_lock({MIGRATION_LOCK})")
         version = schema_version(db)
-        if version > len(MIGRATIONS):
-            raise SchemaTooNew(display(url), version, len(MIGRATIONS))
-        for number, script in enumerate(MIGRATIONS, start=1):
+        if version > len(pg_schema.MIGRATIONS):
+            raise SchemaTooNew(display(url), version, len(pg_schema.MIGRATIONS))
+        for number, script in enumerate(pg_schema.MIGRATIONS, start=1):
             if number <= version:
                 continue
             with db.raw.transaction():
@@ -289,15 +288,13 @@ def prepare(url: str) -> None:
 
 
 def refuse_if_newer(url: str) -> None:
-    from studio.store.migrations.postgres import MIGRATIONS
-
     db = connect(url)
     try:
         version = schema_version(db)
     finally:
         db.close()
-    if version > len(MIGRATIONS):
-        raise SchemaTooNew(display(url), version, len(MIGRATIONS))
+    if version > len(pg_schema.MIGRATIONS):
+        raise SchemaTooNew(display(url), version, len(pg_schema.MIGRATIONS))
 
 
 def display(url: str) -> str:

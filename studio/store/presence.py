@@ -28,7 +28,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from studio.store.db import lock_key
+from studio.store.dialect import lock_key
 
 log = logging.getLogger("studio.presence")
 

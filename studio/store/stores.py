@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from starlette.responses import FileResponse, Response, StreamingResponse
 
 from studio.errors import Refusal
-from studio.store.db import account_lock, after_commit, clock, hold, in_transaction, sync_path
+from studio.store.dialect import account_lock, hold
+from studio.store.transactions import after_commit, clock, in_transaction, sync_path
 from studio.store.uploads import FilePart, Part, Upload, remove_if_abandoned
 
 if TYPE_CHECKING:

@@ -31,8 +31,9 @@ from studio.leasing.purposes import PURPOSES
 from studio.ops import accounts
 from studio.runtime.worker import Worker
 from studio.store import paging
-from studio.store.db import Database, DatabaseUnavailable
+from studio.store.db import Database
 from studio.store.memo import Memo
+from studio.store.transactions import DatabaseUnavailable
 
 HTMX_STOP_POLLING = 286
 MAX_BODY_BYTES = 64 * 1024

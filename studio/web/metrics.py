@@ -17,13 +17,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    Counter,
-    Histogram,
-    generate_latest,
-)
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from starlette.requests import Request
@@ -31,30 +25,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from studio import logs
+from studio.counters import MULTIPROCESS_ENV, REGISTRY, requests_total
 from studio.errors import Refusal
-from studio.store.db import DatabaseUnavailable, clock, schema_of
+from studio.store.db import schema_of
+from studio.store.transactions import DatabaseUnavailable, clock
 
-MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 HEALTH_TIMEOUT_S = 5.0
 LEASE_STATES = ("open", "proposed", "applied", "rejected", "expired", "failed")
-
-REGISTRY = CollectorRegistry()
-requests_total = Counter(
-    "studio_requests", "Answered HTTP requests by route template and status.",
-    ["method", "route", "status"], registry=REGISTRY)
-provider_seconds = Histogram(
-    "studio_provider_seconds", "Time one provider call took, successful or not.",
-    ["provider"], registry=REGISTRY,
-    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 90))
-provider_errors_total = Counter(
-    "studio_provider_errors", "Provider calls that failed (timeouts included).",
-    ["provider"], registry=REGISTRY)
-late_completions_total = Counter(
-    "studio_late_completions", "Completions that arrived after their lease ended: logged, "
-    "written nowhere.", registry=REGISTRY)
-# Incremented by the invoices and attachments code.
-issues_total = Counter("studio_issues", "Invoices and credit notes issued.", registry=REGISTRY)
-uploads_total = Counter("studio_uploads", "Attachments stored.", registry=REGISTRY)
 
 
 # --- figures read from the database -----------------------------------------------------------

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 
-from studio.config import alive
+from studio.store.keys import alive
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFIX = "sth"

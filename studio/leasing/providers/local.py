@@ -12,7 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from studio.leasing.providers.seam import ProviderError
-from studio.leasing.purposes import Purpose
+from studio.leasing.purpose import Purpose
 from studio.leasing.readers import Reading, UnreadableReceipt, read_receipt
 
 

@@ -12,7 +12,7 @@ import httpx
 
 from studio.errors import Refusal
 from studio.leasing.providers.seam import ProviderError
-from studio.leasing.purposes import Purpose
+from studio.leasing.purpose import Purpose
 from studio.leasing.readers.ocr import open_image, pdf_images
 
 # Candidates differ by temperature, so asking for three gives three readings.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from studio.leasing.purposes import Purpose
+from studio.leasing.purpose import Purpose
 
 
 class Provider(Protocol):

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from studio.store.migrations import legacy
+
 SCHEMA_V1 = """
 CREATE TABLE actors (
     id TEXT PRIMARY KEY,
@@ -464,10 +466,8 @@ CREATE INDEX share_links_invoice ON share_links(invoice_id, created_at);
 
 
 def _business(db: Any) -> None:
-    from studio.billing.balances import settle_all
-
     db.raw.execute(BUSINESS.encode())
-    settle_all(db)
+    legacy.settle_all(db)
 
 
 # A migration is a script, or a function of the studio's connection for what needs the

@@ -9,13 +9,13 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from studio import counters
 from studio.billing import attachments, invoices
 from studio.errors import Refusal
 from studio.store import bindings
 from studio.store.db import Database
 from studio.store.stores import Store
 from studio.store.uploads import ENVELOPE_BYTES, read_upload
-from studio.web import metrics
 from studio.web.handlers import (
     PRIVATE,
     answer_kind,
@@ -89,7 +89,7 @@ async def upload(request: Request) -> Response:
     finally:
         await received.discard()
     if created:
-        metrics.uploads_total.inc()
+        counters.uploads_total.inc()
     if answer_kind(request) == "fragment":
         return await attachment_list(request)
     return JSONResponse(listed, status_code=201 if created else 200, headers=PRIVATE)

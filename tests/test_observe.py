@@ -98,7 +98,7 @@ def test_a_submit_apply_and_issue_log_their_lines_and_no_secret_reaches_the_log(
     assert [(c["from"], c["to"], c["actor_id"]) for c in issued_change] == [
         ("draft", "issued", actor_id)]
     assert issued_change[0]["number"] == issued.json()["number"]
-    start = next(line for line in lines if line["logger"] == "studio.ops.cli")
+    start = next(line for line in lines if line["logger"] == "studio.cli")
     url = backends.database_url(db_path)
     assert (start["db"], start["workers"]) == (str(db_path) if url is None else display(url), 1)
     assert start["address"] == server.url

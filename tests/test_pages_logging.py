@@ -57,7 +57,7 @@ def test_library_loggers_speak_at_warning_and_the_studio_and_uvicorn_at_info() -
                      "aiosqlite", "multipart.multipart"):
             assert not logging.getLogger(name).isEnabledFor(logging.INFO), name
             assert logging.getLogger(name).isEnabledFor(logging.WARNING), name
-        for name in ("studio.request", "studio.change", "studio.ops.cli", "uvicorn.error"):
+        for name in ("studio.request", "studio.change", "studio.cli", "uvicorn.error"):
             assert logging.getLogger(name).isEnabledFor(logging.INFO), name
     finally:
         logging.config.dictConfig({"version": 1, "disable_existing_loggers": False,

@@ -22,10 +22,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from studio import logs
-from studio.counters import MULTIPROCESS_ENV, REGISTRY, requests_total
+from studio.counters import MULTIPROCESS_ENV, REGISTRY
 from studio.errors import Refusal
 from studio.store.db import schema_of
 from studio.store.transactions import DatabaseUnavailable, clock
@@ -141,41 +139,3 @@ async def healthz(request: Request) -> Response:
 
 
 # --- one log line and one count per request ---------------------------------------------------
-
-
-class RequestRecorder:
-    """Counts and logs every answered request by its route template, never its path."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.monotonic()
-        status = 500
-
-        async def send_and_note(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_and_note)
-        finally:
-            route = _route_template(scope)
-            actor = scope.get("studio.actor")
-            requests_total.labels(scope["method"], route, str(status)).inc()
-            logs.request_line(scope["method"], route, status,
-                              (time.monotonic() - started) * 1000,
-                              getattr(actor, "id", None))
-
-
-def _route_template(scope: Scope) -> str:
-    route = scope.get("route")
-    path = getattr(route, "path", None)
-    if not path:
-        return "unmatched"  # unknown paths share one label: a scanner cannot grow the series
-    return path + "/{path}" if route.__class__.__name__ == "Mount" else path

@@ -16,7 +16,7 @@ from studio.store import bindings
 from studio.store.db import Database
 from studio.store.stores import Store
 from studio.store.uploads import ENVELOPE_BYTES, read_upload
-from studio.web.handlers import (
+from studio.web.negotiation import (
     PRIVATE,
     answer_kind,
     current_actor,

@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse, Response
 
 from studio.billing import customers, identifiers
 from studio.store import bindings, paging
-from studio.web.handlers import (
+from studio.web.negotiation import (
     PRIVATE,
     answer,
     answer_kind,

@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from studio.billing import facturx
-from studio.web.handlers import PRIVATE, current_actor, path_id, studio_of
+from studio.web.negotiation import PRIVATE, current_actor, path_id, studio_of
 
 
 def _file_name(number: str, ending: str) -> str:

@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from studio.billing import exports
-from studio.web.handlers import PRIVATE, current_actor, studio_of
+from studio.web.negotiation import PRIVATE, current_actor, studio_of
 
 
 async def _streamed(body: AsyncIterator[bytes], filename: str) -> Response:

@@ -29,7 +29,7 @@ from studio.errors import Refusal
 from studio.leasing import leases
 from studio.mail import outbox
 from studio.store import bindings, paging
-from studio.web.handlers import (
+from studio.web.negotiation import (
     MAX_DRAFT_BYTES,
     PRIVATE,
     answer,

@@ -8,7 +8,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from studio.billing import payments
 from studio.errors import Refusal
 from studio.store import bindings
-from studio.web.handlers import (
+from studio.web.negotiation import (
     PRIVATE,
     answer_kind,
     current_actor,

@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse, Response
 
 from studio.billing import identifiers, profiles
 from studio.errors import Refusal
-from studio.web.handlers import (
+from studio.web.negotiation import (
     MAX_BODY_BYTES,
     PRIVATE,
     answer,

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from studio.errors import Refusal
 from studio.mail import outbox
 from studio.store import bindings
-from studio.web.handlers import answer, current_actor, moved_to, path_id, read_body, studio_of
+from studio.web.negotiation import answer, current_actor, moved_to, path_id, read_body, studio_of
 from studio.web.views.shares import public_base
 
 HTMX_ACCEPTED = 202

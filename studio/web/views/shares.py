@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from studio.billing import documents, shares
-from studio.web.handlers import (
+from studio.web.negotiation import (
     PRIVATE,
     answer_kind,
     current_actor,

@@ -106,11 +106,11 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
         routes=[
             # The hottest paths first: every open tab polls its lease once a second, and the
             # router tries routes in order.
+            resource("/leases/{lease_id}", GET=lease_views.lease_status),
+            resource("/leases", GET=lease_views.lease_list, POST=lease_views.submit_lease),
             # Share links come early: anyone may ask for them, without an account.
             resource("/i/{token}.pdf", GET=share_views.shared_pdf),
             resource("/i/{token}", GET=share_views.shared_invoice),
-            resource("/leases/{lease_id}", GET=lease_views.lease_status),
-            resource("/leases", GET=lease_views.lease_list, POST=lease_views.submit_lease),
             Route("/", signin_views.home),
             resource("/login", GET=signin_views.login_page, POST=signin_views.login),
             resource("/logout", POST=signin_views.logout),

@@ -42,7 +42,7 @@ PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>
 
 
 # What a store holds, read as another process would: the folder's files, or the rows. A demo
-# started with --demo holds a till receipt on each account's draft (studio/demo.py): what a
+# started with --demo holds a till receipt on each account's draft (studio/ops/demo.py): what a
 # test stores is counted beside those.
 DEMO_SHA256 = frozenset(
     hashlib.sha256((assets.folder("static") / name).read_bytes()).hexdigest()

@@ -108,7 +108,7 @@ class Sessions:
         """The actor and the cookie value for a matching email and password.
 
         Attempts are counted before the password is checked and throttled per email and
-        client address (429 `too_many_attempts`; see studio/throttle.py); an attempt past a
+        client address (429 `too_many_attempts`; see studio/accounts/throttle.py); an attempt past a
         limit reached only by attempts still being checked waits for them. Every sign-in
         makes a new session; the one the browser presented, if any, ends (its live leases
         move to the new session when it is the same actor's)."""

@@ -53,7 +53,7 @@ def hold(db: Any, *names: str) -> None:
     for the sign-in counts of an email and of a client address. SQLite's one writer already
     holds the whole file (`BEGIN IMMEDIATE`), so there it costs nothing; PostgreSQL takes a
     transaction-scoped advisory lock per name, in one order, and a holder that stops is ended
-    by the connection's timeouts (studio/postgres.py)."""
+    by the connection's timeouts (studio/store/postgres.py)."""
     if isinstance(db, sqlite3.Connection):
         return
     for key in sorted({lock_key(name) for name in names}):

@@ -4,7 +4,7 @@ Polling is the studio's hottest path: every open tab asks once a second, while a
 changes a handful of times in its life. SQLite's `PRAGMA data_version` moves whenever any
 other connection, in this process or another, commits; so an answer remembered at the
 current version is exactly the answer that reading again would give. PostgreSQL's version
-(studio/postgres.py `Versions`) is read after the request arrived, so it has moved for every
+(studio/store/postgres.py `Versions`) is read after the request arrived, so it has moved for every
 commit any host acknowledged before; when it cannot be read it is None, and nothing is
 remembered or served from memory.
 """

@@ -8,7 +8,7 @@ two is named in one place each: the placeholders and list matching (`translate`)
 lock (`BEGIN IMMEDIATE` below), the clock (`database_clock`), the schema (studio/pg_schema.py).
 
 No write waits for the whole cluster: a write transaction runs in READ COMMITTED and each
-unit locks what it decides on (`studio.db.hold`: an account's records, an email's sign-in
+unit locks what it decides on (`studio.store.dialect.hold`: an account's records, an email's sign-in
 counts; `FOR UPDATE` on the rows it changes), so two accounts' writes never queue behind each
 other, on one host or many. Reads never wait: each runs in a REPEATABLE READ snapshot.
 
@@ -48,7 +48,7 @@ T = TypeVar("T")
 MIGRATION_LOCK = 0x5354_5544_494F + 1
 
 # Transaction statements, sent as they are. A write runs in READ COMMITTED: each statement
-# sees the latest commits, so a unit that waited for a lock (`studio.db.hold`, FOR UPDATE)
+# sees the latest commits, so a unit that waited for a lock (`studio.store.dialect.hold`, FOR UPDATE)
 # reads what the holder wrote, and a row locked after a wait is read again before it changes.
 STATEMENTS = {
     "BEGIN IMMEDIATE": "BEGIN ISOLATION LEVEL READ COMMITTED",

@@ -10,7 +10,7 @@ Presence is something the worker's death releases by itself, whatever the databa
 
 - PostgreSQL: a session advisory lock, held on a connection of the worker's own. The database
   drops it when that session ends: the process died (its socket closed), or its host went
-  silent (TCP keepalives, studio/postgres.py). A database that restarted forgets every
+  silent (TCP keepalives, studio/store/postgres.py). A database that restarted forgets every
   presence, so for RESTART_GRACE_S after it started no claim counts as abandoned: living
   workers reconnect and take theirs back first.
 - SQLite (one host): an exclusive `flock` on a file of the worker's own beside the database,

@@ -67,7 +67,11 @@ class Edge:
             return message
 
         try:
-            if scope["method"] in UNSAFE_METHODS and _cross_origin(scope):
+            if scope["method"] not in UNSAFE_METHODS:
+                # No body to wait for, and no cross-origin rule to apply: a poll goes straight
+                # through.
+                await self.app(scope, receive, send_and_note)
+            elif _cross_origin(scope):
                 refused = refusal_response(Request(scope, receive),
                                            Refusal("cross_origin_request"))
                 await refused(scope, receive, send_and_note)

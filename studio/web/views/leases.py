@@ -141,7 +141,7 @@ async def _lease_answer(request: Request, actor: Actor, lease_id: str) -> Respon
 
 async def lease_status(request: Request) -> Response:
     """Polled about once a second by every open tab: answers are remembered per database
-    version, so an unchanged lease costs one version check (see studio/memo.py)."""
+    version, so an unchanged lease costs one version check (see studio/store/memo.py)."""
     lease_id = path_id(request, "lease_id", "lease_not_found")
     kind = answer_kind(request)
 

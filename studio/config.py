@@ -48,7 +48,8 @@ class Settings:
     client_timeout_seconds: float = 30.0
     max_connections: int = 1000
     max_open_tasks_per_actor: int = 2000
-    # Failed sign-ins counted over this window; see studio/accounts/throttle.py for how they combine.
+    # Failed sign-ins counted over this window; see studio/accounts/throttle.py for how they
+    # combine.
     signin_window_seconds: float = 900.0
     signin_failures_per_pair: int = 5
     signin_failures_per_address: int = 30

@@ -7,7 +7,8 @@ committed while each request ran (`backends.ChangeWatch`).
 
 A reading or refused request writes nothing, with one exception the run knows by name: a
 signed-in request records its session's use when the last record is `touch_every` old
-(studio/accounts/auth.py `_touch_session`, once a minute), so an idle session ends on time. Left to the
+(studio/accounts/auth.py `_touch_session`, once a minute), so an idle session ends on time.
+Left to the
 clock, that write would fall on whichever request came a minute later. So the run sets the
 interval itself: never, for every request but one in TOUCH_PROBE, where the strict rule holds
 (nothing commits at all); always, for the probes, which compare every row of every table

@@ -1,9 +1,9 @@
 """Accounts as an operator manages them: add, list, disable, change a password.
 
 Units take a `sqlite3.Connection` and run inside one transaction
-(`studio.store.transactions.in_transaction`), so `studio users ...` works against the same file a running studio serves: a disabled
-account's sessions and leases end in the same commit, and the server sees it on the next
-request.
+(`studio.store.transactions.in_transaction`), so `studio users ...` works against the same
+file a running studio serves: a disabled account's sessions and leases end in the same commit,
+and the server sees it on the next request.
 """
 
 from __future__ import annotations

@@ -49,7 +49,8 @@ MIGRATION_LOCK = 0x5354_5544_494F + 1
 
 # Transaction statements, sent as they are. A write runs in READ COMMITTED: each statement
 # sees the latest commits, so a unit that waited for a lock (`studio.store.dialect.hold`,
-# FOR UPDATE) reads what the holder wrote, and a row locked after a wait is read again before it changes.
+# FOR UPDATE) reads what the holder wrote, and a row locked after a wait is read again before
+# it changes.
 STATEMENTS = {
     "BEGIN IMMEDIATE": "BEGIN ISOLATION LEVEL READ COMMITTED",
     "BEGIN": "BEGIN ISOLATION LEVEL REPEATABLE READ",

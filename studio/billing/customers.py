@@ -120,8 +120,8 @@ def holding(db: Any, *columns: str) -> str:
     """SQL true where one of `columns` holds `:text` (a pattern made by
     `studio.store.dialect.anywhere`) in any case. Letters of every script are lowered on both
     databases alike: by Python's str.lower on SQLite (a function of the connection's), by ICU's
-    on PostgreSQL, whatever locale the database was made with. Lowered, not folded: ß stays ß, so `strasse` does not find
-    `Straße`, though `STRAẞE` does."""
+    on PostgreSQL, whatever locale the database was made with. Lowered, not folded: ß stays ß,
+    so `strasse` does not find `Straße`, though `STRAẞE` does."""
     dialect = dialect_of(db)
     lowered = [db.lowered(column) if dialect.name == "postgresql"
                else f"{dialect.lower}({column})" for column in columns]

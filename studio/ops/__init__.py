@@ -1,1 +1,2 @@
-"""ops"""
+"""What an operator runs: the command line, accounts, backup, checks, the audit, the demo and
+the import of drafts."""

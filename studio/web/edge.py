@@ -14,6 +14,7 @@ import asyncio
 import logging
 import sqlite3
 import time
+from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -49,23 +50,6 @@ class Edge:
                 status = message["status"]
             await send(message)
 
-        body_read = False
-
-        async def receive_in_time() -> Message:
-            # Only the body is timed. Once it has all arrived, a receive() waits for the
-            # client to go away (a streamed download listens so), however long that takes.
-            nonlocal body_read
-            if body_read:
-                return await receive()
-            try:
-                async with asyncio.timeout(self.seconds):
-                    message = await receive()
-            except TimeoutError:
-                # Raised inside the handler's read, so it answers through the usual refusal.
-                raise Refusal("request_timeout", headers={"Connection": "close"}) from None
-            body_read = not message.get("more_body", False)
-            return message
-
         try:
             if scope["method"] not in UNSAFE_METHODS:
                 # No body to wait for, and no cross-origin rule to apply: a poll goes straight
@@ -76,14 +60,49 @@ class Edge:
                                            Refusal("cross_origin_request"))
                 await refused(scope, receive, send_and_note)
             else:
-                await self.app(scope, receive_in_time, send_and_note)
+                await self.app(scope, _in_time(receive, self.seconds), send_and_note)
         finally:
             route = _route_template(scope)
             actor = scope.get("studio.actor")
-            requests_total.labels(scope["method"], route, str(status)).inc()
+            _counter(scope["method"], route, status).inc()
             logs.request_line(scope["method"], route, status,
                               (time.monotonic() - started) * 1000,
                               getattr(actor, "id", None))
+
+
+def _in_time(receive: Receive, seconds: float) -> Receive:
+    """`receive`, with the body's arrival timed: a body silent for `seconds` is refused."""
+    body_read = False
+
+    async def receive_in_time() -> Message:
+        # Only the body is timed. Once it has all arrived, a receive() waits for the client
+        # to go away (a streamed download listens so), however long that takes.
+        nonlocal body_read
+        if body_read:
+            return await receive()
+        try:
+            async with asyncio.timeout(seconds):
+                message = await receive()
+        except TimeoutError:
+            # Raised inside the handler's read, so it answers through the usual refusal.
+            raise Refusal("request_timeout", headers={"Connection": "close"}) from None
+        body_read = not message.get("more_body", False)
+        return message
+
+    return receive_in_time
+
+
+# The counter of each (method, route, status) met so far: looked up once, not per request.
+_counters: dict[tuple[str, str, int], Any] = {}
+
+
+def _counter(method: str, route: str, status: int) -> Any:
+    found = _counters.get((method, route, status))
+    if found is None:
+        found = requests_total.labels(method, route, str(status))
+        if len(_counters) < 4096:  # a client's made-up methods cannot grow it without end
+            _counters[(method, route, status)] = found
+    return found
 
 
 def _cross_origin(scope: Scope) -> bool:

@@ -66,8 +66,8 @@ JSON = {"Accept": "application/json"}
 
 TARGETS: dict[str, tuple[str, float]] = {
     "create_intent_600_ratio": ("<=", 1.3),
-    "replay_rps_ratio": (">=", 0.6),
-    "poll_rps_ratio": (">=", 0.6),
+    "replay_rps_ratio": (">=", 0.8),
+    "poll_rps_ratio": (">=", 0.8),
     "worker_ratio": (">=", 0.5),
     "same_id_leases": ("==", 1),
     "rss_mb_200_pollers": ("<=", 200),
@@ -90,8 +90,8 @@ TARGETS: dict[str, tuple[str, float]] = {
     "pg_create_intent_600_ratio": ("<=", 1.5),
     "pg_worker_scale_2": (">=", 1.8),
     "pg_worker_tasks_run_twice": ("==", 0),
-    "pg_replay_rps_ratio": (">=", 0.5),
-    "pg_poll_rps_ratio": (">=", 0.5),
+    "pg_replay_rps_ratio": (">=", 0.7),
+    "pg_poll_rps_ratio": (">=", 0.7),
     "pg_issue_2hosts_gapless": ("==", True),
     "pg_issue_4accounts_ratio": (">=", 1.5),
     "pg_issue_4accounts_gapless": ("==", True),

@@ -168,7 +168,8 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             resource("/metrics", GET=metrics.metrics),
             Mount("/static", StaticFiles(directory=assets.folder("static")), name="static"),
         ],
-        middleware=[Middleware(Edge, client_timeout_seconds=settings.client_timeout_seconds)],
+        middleware=[Middleware(Edge, client_timeout_seconds=settings.client_timeout_seconds,
+                              remembered=lease_views.Remembered())],
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=lifespan,
     )

@@ -62,3 +62,41 @@ async def test_a_remembered_replay_shows_the_lease_as_it_is_now(studio):
     assert (await client.post("/leases", json=body)).json()["status"] == "proposed"
     await client.post(f"/leases/{lease_id}/cancel")
     assert (await client.post("/leases", json=body)).json()["status"] == "rejected"
+
+
+async def test_the_edge_answers_a_remembered_poll_and_replay_exactly_as_the_handler_did(studio):
+    """The edge (studio/web/edge.py) sends what the handlers remembered, byte for byte, status
+    and headers too, and only while nothing was committed since; the first answer of each kind
+    comes from the handler, the repeats from the edge."""
+    recalled: list[bool] = []
+    recall = studio.studio.memo.recall
+
+    async def noted(key):
+        kept = await recall(key)
+        recalled.append(kept is not None)
+        return kept
+
+    studio.studio.memo.recall = noted
+    client = await studio.signed_in()
+    body = lease_body(studio.invoice_ids()[:1])
+    lease_id = (await client.post("/leases", json=body)).json()["lease_id"]
+    await wait_for_status(client, lease_id, "proposed")
+
+    def seen(reply):
+        return reply.status_code, sorted(reply.headers.multi_items()), reply.content
+
+    for ask in (lambda: client.get(f"/leases/{lease_id}"),
+                lambda: client.get(f"/leases/{lease_id}", headers=FRAGMENT),
+                lambda: client.post("/leases", json=body)):
+        recalled.clear()
+        studio.studio.memo._kept.clear()  # nothing remembered yet: the handler answers first
+        first, again = await ask(), await ask()
+        assert recalled == [False, True]  # the handler, then the edge
+        assert seen(again) == seen(first) and first.status_code == 200
+
+    # A commit elsewhere: the edge lets the next poll through to the handler, which reads it.
+    execute(studio.settings.db_path, "UPDATE leases SET status = 'expired',"
+            " ended_reason = 'deadline' WHERE id = ?", lease_id)
+    recalled.clear()
+    assert (await client.get(f"/leases/{lease_id}")).json()["status"] == "expired"
+    assert recalled == [False]

@@ -42,23 +42,29 @@ class Memo:
         version = await self.db.version()
         if version is None:
             return await compute()
-        kept = self._get(key, version)
+        kept = self._current(key, version)
         if kept is not None:
-            return kept
+            status, headers, body = kept
+            response = Response(body, status_code=status)
+            response.raw_headers = list(headers)
+            return response
         response = await compute()
         if keep(response):
             self._put(key, version, response)
         return response
 
-    def _get(self, key: Hashable, version: object) -> Response | None:
+    async def recall(self, key: Hashable) -> Kept | None:
+        """What is remembered under `key` at the current version, as kept, or None: for the
+        web floor's edge, which sends it as it is, before any router or handler runs."""
+        version = await self.db.version()
+        return None if version is None else self._current(key, version)
+
+    def _current(self, key: Hashable, version: object) -> Kept | None:
         kept = self._kept.get(key)
         if kept is None or kept[0] != version:
             return None
         self._kept.move_to_end(key)
-        status, headers, body = kept[1]
-        response = Response(body, status_code=status)
-        response.raw_headers = list(headers)
-        return response
+        return kept[1]
 
     def _put(self, key: Hashable, version: object, response: Response) -> None:
         if len(response.body) > LARGEST_BYTES:

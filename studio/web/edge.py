@@ -1,11 +1,13 @@
 """The edge of the web floor: the one ASGI layer every request passes, and what an exception
 that reaches the edge is answered with (always a clear 4xx or 503/507, never a 500).
 
-The layer, pure ASGI (no task per request, no streaming wrapper), does three things at once:
+The layer, pure ASGI (no task per request, no streaming wrapper), does four things at once:
 an unsafe cross-origin request is refused before any handler runs; a request body that goes
 silent for the client timeout is cut off (408, its connection closed), so a stalled client
-cannot hold a handler; and every answer is counted and logged by its route template, status,
-time and actor.
+cannot hold a handler; the hottest requests (a lease's poll, a replayed submission) are
+answered from remembered answers when they may be, without the router and Starlette's layers
+(studio/web/views/leases.py `Remembered` says which and when); and every answer is counted and
+logged by its route template, status, time and actor.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import asyncio
 import logging
 import sqlite3
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -25,17 +27,29 @@ from studio import logs
 from studio.accounts.auth import UNSAFE_METHODS, is_cross_origin
 from studio.counters import requests_total
 from studio.errors import Refusal, storage_full
+from studio.store.memo import Kept
 from studio.store.transactions import DatabaseUnavailable
-from studio.web.negotiation import refusal_response
+from studio.web.negotiation import MAX_BODY_BYTES, refusal_response
 
 log = logging.getLogger("studio.web")
 ORIGIN_HEADERS = frozenset({b"sec-fetch-site", b"origin", b"host"})
 
 
+class Remembered(Protocol):
+    """Requests that may be answered at the edge from remembered answers
+    (studio/web/views/leases.py `Remembered`)."""
+
+    def route(self, scope: Scope) -> str | None: ...
+
+    async def recall(self, scope: Scope, body: bytes) -> Kept | None: ...
+
+
 class Edge:
-    def __init__(self, app: ASGIApp, client_timeout_seconds: float) -> None:
+    def __init__(self, app: ASGIApp, client_timeout_seconds: float,
+                 remembered: Remembered | None = None) -> None:
         self.app = app
         self.seconds = client_timeout_seconds
+        self.remembered = remembered
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -43,6 +57,7 @@ class Edge:
             return
         started = time.monotonic()
         status = 500
+        route = self.remembered.route(scope) if self.remembered is not None else None
 
         async def send_and_note(message: Message) -> None:
             nonlocal status
@@ -53,21 +68,80 @@ class Edge:
         try:
             if scope["method"] not in UNSAFE_METHODS:
                 # No body to wait for, and no cross-origin rule to apply: a poll goes straight
-                # through.
-                await self.app(scope, receive, send_and_note)
+                # through, or is answered here from memory.
+                if route is None or not await self._recalled(scope, b"", send_and_note):
+                    route = None
+                    await self.app(scope, receive, send_and_note)
             elif _cross_origin(scope):
+                route = None
                 refused = refusal_response(Request(scope, receive),
                                            Refusal("cross_origin_request"))
                 await refused(scope, receive, send_and_note)
             else:
-                await self.app(scope, _in_time(receive, self.seconds), send_and_note)
+                timed = _in_time(receive, self.seconds)
+                if route is not None and _declared_small(scope):
+                    body, timed = await _read_ahead(timed)
+                    if body is not None and await self._recalled(scope, body, send_and_note):
+                        return
+                route = None
+                await self.app(scope, timed, send_and_note)
         finally:
-            route = _route_template(scope)
+            route = route or _route_template(scope)
             actor = scope.get("studio.actor")
             _counter(scope["method"], route, status).inc()
             logs.request_line(scope["method"], route, status,
                               (time.monotonic() - started) * 1000,
                               getattr(actor, "id", None))
+
+    async def _recalled(self, scope: Scope, body: bytes, send: Send) -> bool:
+        """Whether the answer was remembered, and sent as it was kept."""
+        assert self.remembered is not None
+        kept = await self.remembered.recall(scope, body)
+        if kept is None:
+            return False
+        status, headers, content = kept
+        await send({"type": "http.response.start", "status": status, "headers": list(headers)})
+        await send({"type": "http.response.body", "body": content})
+        return True
+
+
+def _declared_small(scope: Scope) -> bool:
+    """A body that says it is small enough to be read ahead of the handler."""
+    for key, value in scope["headers"]:
+        if key == b"content-length":
+            return value.isdigit() and int(value) <= MAX_BODY_BYTES
+    return False
+
+
+async def _read_ahead(receive: Receive) -> tuple[bytes | None, Receive]:
+    """The whole body, read before the app runs (None if it did not arrive whole: the client
+    went away, or was too slow), and a `receive` that gives the app the same messages, in
+    order, and then the same refusal, if reading ended with one."""
+    messages: list[Message] = []
+    failure: Refusal | None = None
+    body: bytes | None = None
+    try:
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                break
+            if not message.get("more_body", False):
+                body = b"".join(part.get("body", b"") for part in messages)
+                break
+    except Refusal as refusal:
+        failure = refusal
+    read = iter(messages)
+
+    async def receive_again() -> Message:
+        message = next(read, None)
+        if message is not None:
+            return message
+        if failure is not None:
+            raise failure
+        return await receive()
+
+    return body, receive_again
 
 
 def _in_time(receive: Receive, seconds: float) -> Receive:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -62,11 +63,16 @@ def studio_of(request: Request) -> Studio:
 
 def answer_kind(request: Request) -> str:
     """`fragment`, `json` or `page`, decided once per request from its headers and body."""
-    if request.headers.get("hx-request") == "true":
+    kind = kind_of(request.headers)
+    return "json" if kind == "page" and request.scope.get("studio.json_body") else kind
+
+
+def kind_of(headers: Mapping[str, str]) -> str:
+    """The kind of answer the headers alone ask for (a JSON body, once read, asks for JSON)."""
+    if headers.get("hx-request") == "true":
         return "fragment"
-    if "application/json" in request.headers.get("accept", ""):
-        return "json"
-    if "json" in request.headers.get("content-type", "") or request.scope.get("studio.json_body"):
+    if "application/json" in headers.get("accept", "") \
+            or "json" in headers.get("content-type", ""):
         return "json"
     return "page"
 

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import uuid
+from collections.abc import Hashable
 from typing import Any
 
-from starlette.requests import Request
+from starlette.datastructures import Headers
+from starlette.requests import Request, cookie_parser
 from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.types import Scope
 
 from studio.accounts.auth import SESSION_COOKIE, Actor
 from studio.billing import invoices
@@ -18,13 +22,17 @@ from studio.errors import Refusal
 from studio.leasing import intents, leases
 from studio.leasing.purposes import PURPOSES
 from studio.store import paging
+from studio.store.memo import Kept
 from studio.web.negotiation import (
+    CANONICAL_ID,
     HTMX_STOP_POLLING,
     MAX_PATH_ID,
     PRIVATE,
+    Studio,
     answer,
     answer_kind,
     current_actor,
+    kind_of,
     moved_to,
     parse_body,
     path_id,
@@ -108,7 +116,8 @@ async def submit_lease(request: Request) -> Response:
     cookie = request.cookies.get(SESSION_COOKIE)
     if not studio.sessions.confirmed(cookie):
         return await submit()
-    key = ("replay", kind, cookie, hashlib.sha256(raw).digest())
+    key = replay_key(kind, cookie, raw)
+
     def replayed(reply: Response) -> bool:
         return kind == "json" and reply.status_code == 200
 
@@ -152,8 +161,48 @@ async def lease_status(request: Request) -> Response:
     # Remembered answers stand in only for a session this process saw current lately.
     if kind == "page" or not studio_of(request).sessions.confirmed(cookie):
         return await read()
-    key = ("lease", kind, cookie, lease_id)
-    return await studio_of(request).memo.answer(key, read)
+    return await studio_of(request).memo.answer(poll_key(kind, cookie, lease_id), read)
+
+
+def poll_key(kind: str, cookie: str, lease_id: str) -> Hashable:
+    return ("lease", kind, cookie, lease_id)
+
+
+def replay_key(kind: str, cookie: str, raw: bytes) -> Hashable:
+    return ("replay", kind, cookie, hashlib.sha256(raw).digest())
+
+
+POLLED = re.compile(rf"/leases/{CANONICAL_ID.pattern}")
+POLL_ROUTE, SUBMIT_ROUTE = "/leases/{lease_id}", "/leases"
+
+
+class Remembered:
+    """The studio's two hottest requests, a lease's poll and a replayed submission, answered
+    at the edge (studio/web/edge.py) before the router runs, from what `lease_status` and
+    `submit_lease` remembered, under the same keys and on the same conditions: a session this
+    process saw current lately, and nothing committed since. Anything else goes on to them."""
+
+    def route(self, scope: Scope) -> str | None:
+        """The route template of a request that may be answered so, else None."""
+        if scope["method"] == "GET" and POLLED.fullmatch(scope["path"]):
+            return POLL_ROUTE
+        if scope["method"] == "POST" and scope["path"] == SUBMIT_ROUTE:
+            return SUBMIT_ROUTE
+        return None
+
+    async def recall(self, scope: Scope, body: bytes) -> Kept | None:
+        """The remembered answer to this request (`body`: the whole of a POST's), or None."""
+        headers = Headers(scope=scope)
+        cookie = cookie_parser(headers.get("cookie", "")).get(SESSION_COOKIE)
+        studio: Studio = scope["app"].state.studio
+        if cookie is None or not studio.sessions.confirmed(cookie):
+            return None
+        kind = kind_of(headers)
+        if scope["method"] == "GET":
+            key = poll_key(kind, cookie, scope["path"].rpartition("/")[2])
+        else:
+            key = replay_key(kind, cookie, body)
+        return await studio.memo.recall(key)
 
 
 async def apply_lease(request: Request) -> Response:

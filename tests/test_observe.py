@@ -209,3 +209,75 @@ def test_a_text_line_carries_its_fields_then_its_traceback_and_stack() -> None:
     assert rest[0] == "Traceback (most recent call last):" and "ValueError: boom" in rest
     assert rest[-1] == "Stack (most recent call)"
     assert logging.Formatter("%(message)s").format(record).split("\n")[1:] == rest
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_request_lines_are_written_once_per_turn_in_order_and_as_logging_writes_them(
+        log_format: str) -> None:
+    """`studio serve`'s handler (studio.logs.Lines) writes the lines of one turn of the event
+    loop in one write, in the order given, and a request line handed to it whole reads exactly
+    as the same line logged through a record; outside a loop a line is written at once."""
+    import io
+    import logging
+    import logging.config
+
+    from studio import logs
+
+    saved_handlers, saved_level = logging.root.handlers[:], logging.root.level
+    writes: list[str] = []
+
+    class Stream(io.StringIO):
+        def write(self, text: str) -> int:
+            writes.append(text)
+            return len(text)
+
+    stream = Stream()
+    config = logs.dict_config(log_format)
+    config["handlers"]["stderr"]["stream"] = stream
+    try:
+        logging.config.dictConfig(config)
+        lines = logs.Lines.configured
+        assert lines is not None and logging.root.handlers == [lines]
+
+        async def one_turn() -> list[str]:
+            logs.request_line("GET", "/leases/{lease_id}", 200, 1.25, None)
+            logging.getLogger("studio.change").info("a change")
+            logs.request_line("POST", "/leases", 201, 14.2, "actor-1")
+            before = list(writes)  # nothing written within the turn
+            await anyio.sleep(0)
+            await anyio.sleep(0)
+            return before
+
+        assert anyio.run(one_turn) == []
+        assert len(writes) == 1, writes
+        text = writes[0].splitlines()
+        assert [line.split(" ", 3)[-1] if log_format == "text" else json.loads(line)["message"]
+                for line in text] == [
+            "studio.request GET /leases/{lease_id} 200 1.2ms actor_id=-" if log_format == "text"
+            else "GET /leases/{lease_id} 200 1.2ms",
+            "studio.change a change" if log_format == "text" else "a change",
+            "studio.request POST /leases 201 14.2ms actor_id=actor-1" if log_format == "text"
+            else "POST /leases 201 14.2ms"]
+
+        # The same line through a record, as logging writes it when another handler listens.
+        writes.clear()
+        listening = logging.NullHandler()
+        logging.getLogger("studio.request").addHandler(listening)
+        try:
+            logs.request_line("POST", "/leases", 201, 14.2, "actor-1")
+        finally:
+            logging.getLogger("studio.request").removeHandler(listening)
+        logs.request_line("POST", "/leases", 201, 14.2, "actor-1")  # handed over whole
+        assert len(writes) == 2  # outside a loop: each at once
+        through_record, whole = (line.rstrip("\n") for line in writes)
+        if log_format == "json":
+            through_record, whole = json.loads(through_record), json.loads(whole)
+            assert through_record.pop("ts")[:19] == whole.pop("ts")[:19]
+        else:
+            assert through_record[:19] == whole[:19]
+            through_record, whole = through_record[24:], whole[24:]
+        assert through_record == whole
+    finally:
+        logging.root.handlers[:] = saved_handlers
+        logging.root.setLevel(saved_level)
+        logs.Lines.configured = None

@@ -5,6 +5,9 @@
 # STUDIO_TEST_BACKENDS="sqlite" (or "postgresql") runs one pass only; STUDIO_TEST_WORKERS sets
 # how many test processes each pass runs (2 by default; 0 runs each pass in one process).
 #
+# --no-loadscope-reorder: the files go out in the order tests/conftest.py gives them (the
+# slowest first), not sorted by how many tests they hold, which left the one-test state
+# machine files for last.
 # Each pass has two phases (STUDIO_TEST_PHASE, read by tests/conftest.py). First every test
 # not marked `alone`, its files spread over the workers. Then the few tests marked `alone`
 # (they assert how long something takes, so they need the machine to themselves), one after
@@ -46,7 +49,7 @@ lock="$logs/alone.lock"
 if [ "$workers" = 0 ]; then
   spread=(-p no:xdist)
 else
-  spread=(-n "$workers" --dist loadfile)
+  spread=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 fi
 
 # One pass: both phases, run as `pass.sh BACKEND ARGS...` (inside pg_virtualenv for

@@ -14,25 +14,33 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from studio import assets, attachments, documents, metrics, web
-from studio.auth import Sessions
-from studio.browser import ClientTimeout, CrossOriginGuard
-from studio.config import Settings, from_environment, signing_keys
-from studio.db import Database, open_database
-from studio.demo import ensure_demo
-from studio.memo import Memo
-from studio.providers import Provider, Providers, local
-from studio.throttle import Limits
-from studio.views import attachments as attachment_views
-from studio.views import customers as customer_views
-from studio.views import einvoices as einvoice_views
-from studio.views import exports as export_views
-from studio.views import invoices as invoice_views
-from studio.views import payments as payment_views
-from studio.views import profile as profile_views
-from studio.views import sending as sending_views
-from studio.views import shares as share_views
-from studio.worker import Worker, sweep
+from studio import assets
+from studio.accounts.auth import Sessions
+from studio.accounts.throttle import Limits
+from studio.billing import attachments, documents
+from studio.config import Settings, from_environment
+from studio.leasing import leases
+from studio.leasing.providers import Provider, Providers, local
+from studio.ops.demo import ensure_demo
+from studio.runtime.worker import Worker, sweep
+from studio.store.db import Database, open_database
+from studio.store.keys import signing_keys
+from studio.store.memo import Memo
+from studio.store.stores import store_for
+from studio.web import metrics
+from studio.web.edge import EXCEPTION_HANDLERS, Edge
+from studio.web.negotiation import Studio
+from studio.web.views import attachments as attachment_views
+from studio.web.views import customers as customer_views
+from studio.web.views import einvoices as einvoice_views
+from studio.web.views import exports as export_views
+from studio.web.views import invoices as invoice_views
+from studio.web.views import leases as lease_views
+from studio.web.views import payments as payment_views
+from studio.web.views import profile as profile_views
+from studio.web.views import sending as sending_views
+from studio.web.views import shares as share_views
+from studio.web.views import signin as signin_views
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
@@ -56,7 +64,8 @@ def sessions_for(db: Database, settings: Settings) -> Sessions:
     limits = Limits(settings.signin_window_seconds, settings.signin_failures_per_pair,
                     settings.signin_failures_per_address, settings.signin_failures_per_email)
     return Sessions(db, signing_keys(settings), idle_seconds=settings.session_idle_seconds,
-                    max_seconds=settings.session_max_seconds, limits=limits)
+                    max_seconds=settings.session_max_seconds, limits=limits,
+                    handover=leases.hand_over)
 
 
 def create_app(settings: Settings | None = None, providers: dict[str, Provider] | None = None
@@ -70,12 +79,12 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             await ensure_demo(db, settings)
         known = Providers(settings, providers)
         worker = Worker(db, known, settings)
-        app.state.studio = web.Studio(
+        app.state.studio = Studio(
             settings=settings, db=db, sessions=sessions_for(db, settings),
             providers=known, worker=worker if settings.embedded_worker else None,
             templates=Jinja2Templates(directory=assets.folder("templates")), memo=Memo(db),
         )
-        app.state.attachment_store = store = attachments.store_for(settings)
+        app.state.attachment_store = store = store_for(settings)
         background = []
         if settings.embedded_worker:
             background.append(asyncio.create_task(worker.run()))
@@ -97,15 +106,15 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
         routes=[
             # The hottest paths first: every open tab polls its lease once a second, and the
             # router tries routes in order.
+            resource("/leases/{lease_id}", GET=lease_views.lease_status),
+            resource("/leases", GET=lease_views.lease_list, POST=lease_views.submit_lease),
             # Share links come early: anyone may ask for them, without an account.
             resource("/i/{token}.pdf", GET=share_views.shared_pdf),
             resource("/i/{token}", GET=share_views.shared_invoice),
-            resource("/leases/{lease_id}", GET=web.lease_status),
-            resource("/leases", GET=web.lease_list, POST=web.submit_lease),
-            Route("/", web.home),
-            resource("/login", GET=web.login_page, POST=web.login),
-            resource("/logout", POST=web.logout),
-            resource("/logout/everywhere", POST=web.logout),
+            Route("/", signin_views.home),
+            resource("/login", GET=signin_views.login_page, POST=signin_views.login),
+            resource("/logout", POST=signin_views.logout),
+            resource("/logout/everywhere", POST=signin_views.logout),
             resource("/invoices", GET=invoice_views.invoice_list,
                      POST=invoice_views.create_invoice),
             resource("/invoices/new", GET=invoice_views.new_invoice_page),
@@ -151,17 +160,15 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             resource("/settings", GET=profile_views.settings_page,
                      POST=profile_views.save_settings),
             resource("/settings/logo", GET=profile_views.logo),
-            resource("/review", GET=web.review),
-            resource("/leases/{lease_id}/apply", POST=web.apply_lease),
-            resource("/leases/{lease_id}/cancel", POST=web.cancel_lease),
+            resource("/review", GET=lease_views.review),
+            resource("/leases/{lease_id}/apply", POST=lease_views.apply_lease),
+            resource("/leases/{lease_id}/cancel", POST=lease_views.cancel_lease),
             resource("/favicon.ico", GET=favicon),
             resource("/healthz", GET=metrics.healthz),
             resource("/metrics", GET=metrics.metrics),
             Mount("/static", StaticFiles(directory=assets.folder("static")), name="static"),
         ],
-        middleware=[Middleware(metrics.RequestRecorder),
-                    Middleware(ClientTimeout, seconds=settings.client_timeout_seconds),
-                    Middleware(CrossOriginGuard)],
-        exception_handlers=web.EXCEPTION_HANDLERS,
+        middleware=[Middleware(Edge, client_timeout_seconds=settings.client_timeout_seconds)],
+        exception_handlers=EXCEPTION_HANDLERS,
         lifespan=lifespan,
     )

@@ -51,7 +51,7 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
-    # The same call as `studio serve` (studio/cli.py), so only the handler differs.
+    # The same call as `studio serve` (studio/ops/cli.py), so only the handler differs.
     uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
 
 

@@ -13,9 +13,11 @@ from typing import Any
 import httpx
 
 from bench.uploads import peak_rss_mb, reset_peak
-from studio import invoices, postgres, profiles
-from studio.auth import add_actor
-from studio.db import in_transaction, prepare
+from studio.accounts.auth import add_actor
+from studio.billing import invoices, profiles
+from studio.store import postgres
+from studio.store.sqlite import prepare
+from studio.store.transactions import in_transaction
 
 EMAIL, PASSWORD = "export@example.com", "bench-password"
 # Three rates, so every row has its per-rate columns worked out.

@@ -13,9 +13,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from studio import documents, facturx, invoices, profiles
-from studio.auth import add_actor
-from studio.db import Database, prepare
+from studio.accounts.auth import add_actor
+from studio.billing import documents, facturx, invoices, profiles
+from studio.store.db import Database
+from studio.store.sqlite import prepare
 
 LINES = 50
 SELLER = {"name": "Bench GmbH", "address": "Hauptstraße 1\n10115 Berlin", "country": "DE",

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from studio import db as sqlite_db
 from studio.config import Settings
+from studio.store import sqlite as sqlite_db
 
 
 def counting(counts: collections.Counter[str], transaction: Any) -> Any:
@@ -37,7 +37,7 @@ async def measure(seconds: float) -> tuple[collections.Counter[str], float]:
         settings = Settings(db_path=Path(folder) / "idle.db", database_url=url,
                             smtp_url="smtp://127.0.0.1:9", mail_from="billing@bench.test")
         if url:
-            from studio import postgres
+            from studio.store import postgres
             postgres.in_transaction = counting(counts, postgres.in_transaction)
         else:
             sqlite_db.in_transaction = counting(counts, sqlite_db.in_transaction)

@@ -13,10 +13,12 @@ from typing import Any
 
 import httpx
 
-from studio import invoices, profiles
-from studio.audit import audit_file
-from studio.auth import add_actor
-from studio.db import Database, in_transaction, prepare
+from studio.accounts.auth import add_actor
+from studio.billing import invoices, profiles
+from studio.ops.audit import audit_file
+from studio.store.db import Database
+from studio.store.sqlite import prepare
+from studio.store.transactions import in_transaction
 
 LINES = [{"description": "Work", "quantity": "3", "unit_price": "19.99", "tax_rate": "19"}]
 DRAFT = {"customer": "Bench Ltd", "currency": "EUR", "due_date": "2030-01-01",

@@ -268,7 +268,7 @@ def bench_import_load(work: Path, server: Any, env: dict[str, str], db_path: Pat
         with Poller(client, path) as poller, Writer(db_path) as writer:
             started = time.perf_counter()
             finished = subprocess.run(
-                [sys.executable, "-m", "studio.cli", "import", str(source), "--owner",
+                [sys.executable, "-m", "studio.ops.cli", "import", str(source), "--owner",
                  "ada@example.com"], env=env, capture_output=True, text=True, timeout=600)
             took = time.perf_counter() - started
         settle(server.process.pid)

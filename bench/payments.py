@@ -12,9 +12,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from studio import invoices, payments, profiles
-from studio.auth import add_actor
-from studio.db import Database, in_transaction, prepare
+from studio.accounts.auth import add_actor
+from studio.billing import invoices, payments, profiles
+from studio.store.db import Database
+from studio.store.sqlite import prepare
+from studio.store.transactions import in_transaction
 
 LINES = [{"description": "Work", "quantity": "3", "unit_price": "19.99", "tax_rate": "19"}]
 DRAFT = {"customer": "Bench Ltd", "currency": "EUR", "due_date": "2030-01-01",

@@ -25,14 +25,15 @@ from typing import Any
 import psycopg
 
 from bench.issuing import actor_with_drafts
-from studio import intents, postgres
-from studio.audit import problems
-from studio.auth import Actor
+from studio.accounts.auth import Actor
 from studio.config import Settings
-from studio.db import in_transaction
-from studio.postgres import PgDatabase
-from studio.providers import Providers
-from studio.worker import IDLE_WAIT_S
+from studio.leasing import intents
+from studio.leasing.providers import Providers
+from studio.ops.audit import problems
+from studio.runtime.worker import IDLE_WAIT_S
+from studio.store import postgres
+from studio.store.postgres import PgDatabase
+from studio.store.transactions import in_transaction
 
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = ["pg_virtualenv", "-t", "-o", "fsync=on"]
@@ -215,7 +216,7 @@ def start_workers(count: int, url: str, work: Path, tag: str) -> list[subprocess
     env.update({"STUDIO_DATABASE_URL": url, "STUDIO_SECRET_KEY": "bench-secret",
                 "STUDIO_PROVIDER_DELAY_S": str(PROVIDER_DELAY_S), "PYTHONUNBUFFERED": "1"})
     logs = [work / f"worker-{tag}-{n}.log" for n in range(count)]
-    workers = [subprocess.Popen([sys.executable, "-m", "studio.cli", "worker"], cwd=ROOT,
+    workers = [subprocess.Popen([sys.executable, "-m", "studio.ops.cli", "worker"], cwd=ROOT,
                                 env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
                for log in logs]
     deadline = time.monotonic() + 60

@@ -21,8 +21,8 @@ import uuid
 from typing import Any
 
 from bench import loaded
-from studio.providers import local
-from studio.purposes import PURPOSES
+from studio.leasing.providers import local
+from studio.leasing.purposes import PURPOSES
 from tests import receipts as drawn
 
 PASSWORD = "studio-demo"

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.payments import seed_issued
-from studio import outbox
-from studio.db import Database, in_transaction
+from studio.mail import outbox
+from studio.store.db import Database
+from studio.store.transactions import in_transaction
 
 MAIL_FROM = "billing@bench.test"
 ASKED = outbox.parse_send({"to": "accounts@customer.test", "subject": "Invoice",

@@ -5,7 +5,7 @@ one JSON object per line. Only ids, codes and numbers are ever passed here: neve
 a password, a key, a request body or a model prompt.
 
 A state change named inside a database transaction is held until that transaction commits
-(see `studio.db.in_transaction`), so a rolled-back change never reaches the log.
+(see `studio.store.transactions.in_transaction`), so a rolled-back change never reaches the log.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import logging.config
 import time
 from typing import Any
 
-from studio import db
+from studio.store.transactions import after_commit
 
 FIELDS = "studio_fields"
 # Already said by the text line's message; JSON lines carry every field.
@@ -120,7 +120,7 @@ def state_change(kind: str, id: str, actor: str | None, from_: str | None, to: s
     """
     fields: dict[str, Any] = {"event": "state_change", "kind": kind, "id": id, "actor_id": actor,
                               "from": from_, "to": to, "reason": reason, **ids}
-    db.after_commit(functools.partial(_write_change, fields))
+    after_commit(functools.partial(_write_change, fields))
 
 
 def _write_change(fields: dict[str, Any]) -> None:

@@ -76,9 +76,9 @@ def seeded_template() -> None:
     """The demo database made once per run (argon2 is slow on purpose), to copy per test."""
 
     def make(url: str) -> None:
-        from studio.db import in_transaction
-        from studio.demo import seed_demo
-        from studio.postgres import connect, prepare
+        from studio.ops.demo import seed_demo
+        from studio.store.postgres import connect, prepare
+        from studio.store.transactions import in_transaction
 
         prepare(url)
         db = connect(url)
@@ -93,7 +93,7 @@ def seeded_template() -> None:
 def use_migrated(path: Path) -> str:
     """`path` stands for a fresh database of the studio's schema and no rows, copied from one
     migrated once per run."""
-    from studio.postgres import prepare
+    from studio.store.postgres import prepare
 
     _made_once(SCHEMA_TEMPLATE, prepare)
     _urls[path] = create_database(SCHEMA_TEMPLATE)
@@ -131,7 +131,7 @@ def connect(path: Path) -> Any:
         db = sqlite3.connect(path, timeout=30, isolation_level=None)
         db.row_factory = sqlite3.Row
         return db
-    from studio.postgres import connect as pg_connect
+    from studio.store.postgres import connect as pg_connect
 
     return pg_connect(url)
 

@@ -23,8 +23,9 @@ import pytest
 
 from app import create_app
 from studio.config import Settings
-from studio.db import in_transaction, prepare
-from studio.demo import DEMO_PASSWORD, seed_demo
+from studio.ops.demo import DEMO_PASSWORD, seed_demo
+from studio.store.sqlite import prepare
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.mailserver import inbox, smtp  # noqa: F401  (fixtures of the tests that send email)
 
@@ -69,7 +70,7 @@ def anyio_backend() -> str:
 @pytest.fixture(autouse=True)
 def _no_sign_in_pause(monkeypatch: pytest.MonkeyPatch) -> None:
     """In-process studios answer throttled sign-ins at once; the pause is measured in bench/."""
-    monkeypatch.setattr("studio.auth.REFUSED_SIGN_IN_PAUSE_S", 0.0)
+    monkeypatch.setattr("studio.accounts.auth.REFUSED_SIGN_IN_PAUSE_S", 0.0)
 
 
 @pytest.fixture(scope="session")
@@ -267,7 +268,7 @@ def studio_command(db_path: Path, *args: str, input: str | None = None, timeout:
                    **settings: str) -> subprocess.CompletedProcess[str]:
     """`studio ARGS --db DB_PATH` as an operator types it; its output captured as text."""
     db = backends.database_url(db_path) or str(db_path)
-    return subprocess.run([sys.executable, "-m", "studio.cli", *args, "--db", db],
+    return subprocess.run([sys.executable, "-m", "studio.ops.cli", *args, "--db", db],
                           cwd=ROOT, env=studio_env(db_path, **settings), input=input,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -278,7 +279,7 @@ def start_server(db_path: Path, *args: str, port: int | None = None, **settings:
     log_path = db_path.with_name(f"serve-{port}.log")
     with log_path.open("wb") as log:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
-            [sys.executable, "-m", "studio.cli", "serve", "--host", "127.0.0.1",
+            [sys.executable, "-m", "studio.ops.cli", "serve", "--host", "127.0.0.1",
              "--port", str(port), *args],
             cwd=ROOT, env=studio_env(db_path, **settings), stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group, so a crash takes all of it
@@ -308,7 +309,7 @@ def wait_for_server(server: Server, seconds: float = 60.0) -> None:
 def start_worker(db_path: Path, name: str, **settings: str) -> subprocess.Popen[bytes]:
     """`studio worker` as a real subprocess on the same database file."""
     with (db_path.parent / f"{name}.log").open("wb") as log:
-        return subprocess.Popen([sys.executable, "-m", "studio.cli", "worker"], cwd=ROOT,
+        return subprocess.Popen([sys.executable, "-m", "studio.ops.cli", "worker"], cwd=ROOT,
                                 env=studio_env(db_path, **settings), stdout=log,
                                 stderr=subprocess.STDOUT)
 

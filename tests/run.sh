@@ -42,6 +42,10 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e '.[test]'
 
+# The floors' import contracts (pyproject.toml, [tool.importlinter]): a change that breaks a
+# floor fails here, before the suite.
+.venv/bin/lint-imports
+
 logs="$(mktemp -d "${TMPDIR:-/tmp}/studio-tests.XXXXXX")"
 lock="$logs/alone.lock"
 : >"$lock"

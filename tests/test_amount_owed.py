@@ -18,9 +18,10 @@ import pytest
 import zxingcpp
 from PIL import Image
 
-from studio import balances, outbox
-from studio.providers.local import LocalProvider
-from studio.purposes import PURPOSES
+from studio.billing import balances
+from studio.leasing.providers.local import LocalProvider
+from studio.leasing.purposes import PURPOSES
+from studio.mail import outbox
 from tests.conftest import days_ahead, lease_body, running, scalar, wait_for_status
 
 pytestmark = pytest.mark.anyio

@@ -12,11 +12,12 @@ from pathlib import Path
 import httpx
 
 from bench.uploads import peak_rss_mb, reset_peak
-from studio import attachments
-from studio.attachments import FileStore
+from studio.billing import attachments
+from studio.billing.attachments import FileStore
 from studio.config import Settings
-from studio.db import account_lock, hold, open_database
-from studio.stores import store_for
+from studio.store.db import open_database
+from studio.store.dialect import account_lock, hold
+from studio.store.stores import store_for
 from tests import backends
 from tests.conftest import rows, scalar, sign_in, start_server, wait_until
 from tests.test_attachments import ATTACHED, arriving, content_of, files, stored

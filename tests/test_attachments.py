@@ -15,11 +15,13 @@ from urllib.parse import unquote
 
 import pytest
 
-from studio import assets, attachments, demo
-from studio.attachments import FileStore
+from studio import assets
+from studio.billing import attachments
+from studio.billing.attachments import FileStore
 from studio.config import Settings
-from studio.db import Database
-from studio.stores import store_for
+from studio.ops import demo
+from studio.store.db import Database
+from studio.store.stores import store_for
 from tests import backends
 from tests.conftest import BEN, Running, database_digest, days_ahead, execute, rows, running, scalar
 
@@ -40,7 +42,7 @@ PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>
 
 
 # What a store holds, read as another process would: the folder's files, or the rows. A demo
-# started with --demo holds a till receipt on each account's draft (studio/demo.py): what a
+# started with --demo holds a till receipt on each account's draft (studio/ops/demo.py): what a
 # test stores is counted beside those.
 DEMO_SHA256 = frozenset(
     hashlib.sha256((assets.folder("static") / name).read_bytes()).hexdigest()
@@ -486,7 +488,7 @@ async def test_a_body_past_the_limit_is_413_even_without_a_file_part(settings):
 
 
 async def test_studio_check_finds_a_missing_or_damaged_file_in_its_owners_keeping(studio):
-    from studio.checks import Target, files_vs_rows
+    from studio.ops.checks import Target, files_vs_rows
 
     client = await studio.signed_in()
     made = (await send(client, await draft_id(client), "key-check", png(41))).json()
@@ -531,8 +533,8 @@ async def test_deleting_a_draft_deletes_its_attachments_and_their_files_once_not
 
 
 async def test_a_crash_after_a_draft_is_deleted_leaves_only_orphans_the_sweep_removes(studio):
-    from studio import invoices
-    from studio.db import in_transaction
+    from studio.billing import invoices
+    from studio.store.transactions import in_transaction
 
     client = await studio.signed_in()
     invoice = await draft_id(client)

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from studio.auth import SESSION_COOKIE
+from studio.accounts.auth import SESSION_COOKIE
 from tests import backends
 from tests.conftest import (
     ADA,

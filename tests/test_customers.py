@@ -12,9 +12,9 @@ from urllib.parse import urlencode
 
 import pytest
 
-from studio import customers
-from studio.db import in_transaction
+from studio.billing import customers
 from studio.errors import Refusal
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import (
     ADA,

@@ -13,9 +13,10 @@ import pytest
 from schwifty import BIC, IBAN
 from stdnum.eu import vat
 
-from studio.audit import problems
-from studio.db import in_transaction, prepare
-from studio.demo import INVOICES, seed_demo, seed_full_demo
+from studio.ops.audit import problems
+from studio.ops.demo import INVOICES, seed_demo, seed_full_demo
+from studio.store.sqlite import prepare
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import ADA, BEN, rows, scalar, start_server, table_counts
 
@@ -105,7 +106,7 @@ def test_the_demos_are_made_on_any_day_in_that_years_series_each_due_on_or_after
     on 1 January at the earliest, so its invoices keep one series, and its overdue invoice is
     overdue on every day but 1 January, when it is due that day."""
     now = dt.datetime.fromisoformat(moment).replace(tzinfo=dt.UTC)
-    monkeypatch.setattr("studio.demo.time", SimpleNamespace(time=now.timestamp))
+    monkeypatch.setattr("studio.ops.demo.time", SimpleNamespace(time=now.timestamp))
     (tmp_path / "suite").mkdir()
     suites, served = fresh(tmp_path / "suite"), fresh(tmp_path)
     seeded(suites, seed_demo)

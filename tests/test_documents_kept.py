@@ -12,7 +12,7 @@ from typing import Any
 import pypdf
 import pytest
 
-from studio import documents
+from studio.billing import documents
 from tests.conftest import days_ahead, rows, scalar
 
 pytestmark = pytest.mark.anyio

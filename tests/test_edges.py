@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from studio.config import Settings, signing_key
+from studio.config import Settings
+from studio.store.keys import signing_key
 from tests import backends
 from tests.conftest import ADA, ROOT, rows, scalar, sign_in, start_server, studio_env
 
@@ -125,7 +126,7 @@ def test_on_postgresql_the_generated_key_is_kept_in_the_database_and_no_secret_o
 
 @backends.sqlite_only
 def test_an_existing_world_readable_database_is_tightened(tmp_path):
-    from studio.db import prepare
+    from studio.store.sqlite import prepare
 
     db_path = tmp_path / "studio.db"
     db_path.touch(mode=0o644)
@@ -145,7 +146,7 @@ def test_a_readable_key_file_stops_the_start_saying_how_to_fix_it(tmp_path):
         signing_key(Settings(db_path=db_path))
     env = {**studio_env(db_path), "STUDIO_SECRET_KEY": ""}
     started = subprocess.run(
-        [sys.executable, "-m", "studio.cli", "serve", "--port", "1"], cwd=ROOT, env=env,
+        [sys.executable, "-m", "studio.ops.cli", "serve", "--port", "1"], cwd=ROOT, env=env,
         capture_output=True, text=True, timeout=60)
     assert started.returncode != 0
     assert f"chmod 600 {key}" in started.stderr
@@ -169,7 +170,7 @@ def test_a_stale_draft_key_is_removed_and_a_whole_key_made(tmp_path):
 def test_the_key_is_on_disk_before_it_is_linked_into_place(tmp_path, monkeypatch):
     """A crash right after the key appears must not leave a studio with a torn or empty key:
     its bytes are synced in the draft before the draft is linked under the key's name."""
-    import studio.config as config
+    from studio.store import keys
 
     said: list[tuple[str, object]] = []
     real_fsync, real_link = os.fsync, os.link
@@ -182,8 +183,8 @@ def test_the_key_is_on_disk_before_it_is_linked_into_place(tmp_path, monkeypatch
         said.append(("link", str(source)))
         real_link(source, target)
 
-    monkeypatch.setattr(config.os, "fsync", fsync)
-    monkeypatch.setattr(config.os, "link", link)
+    monkeypatch.setattr(keys.os, "fsync", fsync)
+    monkeypatch.setattr(keys.os, "link", link)
     key = signing_key(Settings(db_path=tmp_path / "studio.db"))
     draft = next(name for step, name in said if step == "link")
     assert said.index(("fsync", draft)) < said.index(("link", draft)), said

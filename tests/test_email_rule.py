@@ -1,5 +1,5 @@
 """One rule for an email address: a customer's, the seller's and a send's recipient are judged
-by the same function (`mail.address_fault`), so an address the studio keeps can be sent to,
+by the same function (`addresses.address_fault`), so an address the studio keeps can be sent to,
 and one it refuses to send to cannot be kept."""
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ from typing import Any
 import httpx
 import pytest
 
-from studio import identifiers, mail, outbox
+from studio import addresses
+from studio.billing import identifiers
 from studio.errors import Refusal
+from studio.mail import outbox
 from tests.conftest import Running, database_digest, days_ahead, execute, rows
 from tests.test_sending import mailing, send_body  # noqa: F401  (the studio with a mail server)
 
@@ -77,9 +79,9 @@ def test_every_check_of_an_address_is_the_one_rule(typed: str, kept: str | None)
     assert _judged(lambda: outbox.parse_send({"cc": [typed]})["cc"][0]) == kept
     # The rule holds for the address as kept, which is the address mailed.
     if kept is None:
-        assert mail.address_fault(typed.strip()) is not None
+        assert addresses.address_fault(typed.strip()) is not None
     else:
-        assert mail.address_fault(kept) is None
+        assert addresses.address_fault(kept) is None
 
 
 async def _issued_for(studio: Running, client: httpx.AsyncClient, customer_id: str,

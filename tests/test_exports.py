@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from studio import exports, invoices
-from studio.auth import Actor
-from studio.db import in_transaction
+from studio.accounts.auth import Actor
+from studio.billing import exports, invoices
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import ADA, BEN, rows, scalar, table_counts
 

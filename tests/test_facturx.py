@@ -14,7 +14,7 @@ import pypdf
 import pytest
 from lxml import etree
 
-from studio import facturx
+from studio.billing import facturx
 from tests.conftest import BEN, days_ahead, rows
 
 pytestmark = pytest.mark.anyio

@@ -11,7 +11,7 @@ import pytest
 from lxml import etree
 from PIL import ImageCms
 
-from studio import facturx
+from studio.billing import facturx
 from tests.test_facturx import issued_with_two_rates
 
 pytestmark = pytest.mark.anyio

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from studio import worker as worker_module
-from studio.worker import Worker, claim_task
+from studio.runtime import worker as worker_module
+from studio.runtime.worker import Worker, claim_task
 from tests.conftest import ADA, BEN, lease_body, rows, running, scalar
 
 pytestmark = pytest.mark.anyio

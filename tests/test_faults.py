@@ -12,12 +12,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from studio import intents
-from studio.auth import Actor
+from studio.accounts.auth import Actor
 from studio.config import Settings
-from studio.db import in_transaction, prepare_database
-from studio.demo import seed_demo
-from studio.providers import Providers
+from studio.leasing import intents
+from studio.leasing.providers import Providers
+from studio.ops.demo import seed_demo
+from studio.store.db import prepare_database
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import (
     lease_body,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from studio import finding
+from studio.billing import finding
 from tests.conftest import ADA, database_digest, days_ahead, rows
 from tests.test_words_pages import assert_plain
 

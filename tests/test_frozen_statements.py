@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from studio import invoices
-from studio.db import connect, in_transaction
+from studio.billing import invoices
+from studio.store.sqlite import connect
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import database_digest, days_ahead
 

@@ -13,9 +13,10 @@ from urllib.parse import urlencode
 
 import pytest
 
-from studio import bindings, invoices
-from studio.audit import audit_database
-from studio.db import dialect_of
+from studio.billing import invoices
+from studio.ops.audit import audit_database
+from studio.store import bindings
+from studio.store.dialect import dialect_of
 from tests.conftest import (
     ADA,
     BEN,

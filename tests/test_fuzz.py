@@ -7,7 +7,8 @@ committed while each request ran (`backends.ChangeWatch`).
 
 A reading or refused request writes nothing, with one exception the run knows by name: a
 signed-in request records its session's use when the last record is `touch_every` old
-(studio/auth.py `_touch_session`, once a minute), so an idle session ends on time. Left to the
+(studio/accounts/auth.py `_touch_session`, once a minute), so an idle session ends on time.
+Left to the
 clock, that write would fall on whichever request came a minute later. So the run sets the
 interval itself: never, for every request but one in TOUCH_PROBE, where the strict rule holds
 (nothing commits at all); always, for the probes, which compare every row of every table
@@ -28,8 +29,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from studio.demo import DEMO_PASSWORD
 from studio.errors import Refusal
+from studio.ops.demo import DEMO_PASSWORD
 from tests import backends
 from tests.conftest import ADA, BEN, days_ahead, lease_body, running
 

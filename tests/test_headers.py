@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from studio.auth import SESSION_COOKIE
+from studio.accounts.auth import SESSION_COOKIE
 from tests.conftest import ADA, database_digest, days_ahead, lease_body, scalar
 
 pytestmark = pytest.mark.anyio

@@ -22,10 +22,11 @@ import anyio
 import httpx
 import pytest
 
-from studio import outbox, presence
 from studio.config import Settings
-from studio.db import account_lock, lock_key
-from studio.worker import Delivery
+from studio.mail import outbox
+from studio.runtime.worker import Delivery
+from studio.store import presence
+from studio.store.dialect import account_lock, lock_key
 from tests import backends
 from tests.conftest import (
     ADA,
@@ -235,7 +236,7 @@ async def test_an_outcome_the_database_cannot_take_is_recorded_once_it_can(
     """The email left; the database refuses the outcome for longer than a claim lasts. The
     worker keeps trying, nobody else sends it, and it is recorded sent once the database is
     back."""
-    from studio.db import DatabaseUnavailable
+    from studio.store.transactions import DatabaseUnavailable
 
     a, a_here = await delivery_of(quiet, "worker-a")
     b, b_here = await delivery_of(quiet, "worker-b")
@@ -330,7 +331,7 @@ async def test_a_sign_in_held_inside_its_transaction_holds_up_no_other_emails_si
         settings: Settings) -> None:
     """Each sign-in clears only the counts it holds (its email's, its address's); the old
     counts of everyone else are the sweeper's, a batch at a time, passing over held rows."""
-    from studio import throttle
+    from studio.accounts import throttle
 
     async with running(settings.with_changes(sweeper=False)) as studio:
         path = studio.settings.db_path
@@ -383,10 +384,11 @@ def test_a_sign_out_while_a_request_is_being_made_in_its_session_expires_that_re
     """The request reads its session (so a sign-out before it leaves no lease); a sign-out
     that comes after that read waits for the request to commit, then finds and expires its
     lease: no lease stays open on an ended session (invariant 6)."""
-    from studio import intents, invoices, leases
-    from studio.auth import Actor, _open_session, add_actor
-    from studio.db import in_transaction
-    from studio.postgres import connect, prepare
+    from studio.accounts.auth import Actor, _open_session, add_actor
+    from studio.billing import invoices
+    from studio.leasing import intents, leases
+    from studio.store.postgres import connect, prepare
+    from studio.store.transactions import in_transaction
 
     url = backends.create_database()
     prepare(url)

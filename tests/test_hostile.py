@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from studio.demo import DEMO_PASSWORD
+from studio.ops.demo import DEMO_PASSWORD
 from tests.conftest import BEN, database_digest, execute, lease_body, running, wait_for_status
 
 pytestmark = pytest.mark.anyio

@@ -160,7 +160,7 @@ def test_a_field_over_the_csv_limit_and_deep_json_are_clear_messages(settings, t
 
 
 def test_a_file_over_the_stated_size_is_refused_before_it_is_read(settings, tmp_path):
-    from studio import imports
+    from studio.ops import imports
 
     source = tmp_path / "many.csv"
     source.write_text(HEADER + "\n" + "".join(
@@ -174,8 +174,9 @@ def test_a_file_over_the_stated_size_is_refused_before_it_is_read(settings, tmp_
 def test_the_write_transaction_only_writes_rows_checked_before_it(settings, tmp_path,
                                                                    monkeypatch):
     """Every check and every normalisation runs before BEGIN; inside it, only inserts."""
-    from studio import imports, invoices, money
-    from studio.db import connect_to
+    from studio.billing import invoices, money
+    from studio.ops import imports
+    from studio.store.db import connect_to
 
     db = connect_to(settings)
     checked_inside: list[str] = []
@@ -353,7 +354,8 @@ def test_bad_customer_details_are_named_by_line_and_field_and_nothing_is_importe
 def test_a_draft_imported_before_drafts_had_notes_is_still_the_same_import(settings, tmp_path):
     """The binding's content of a draft imported before supply dates, notes and customers by
     id holds none of them, and the same file again is the same import."""
-    from studio import bindings, invoices
+    from studio.billing import invoices
+    from studio.store import bindings
 
     db = settings.db_path
     source = tmp_path / "old.csv"

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from studio import intents
 from studio.errors import Refusal
+from studio.leasing import intents
 from tests.conftest import BEN, lease_body, rows, scalar, table_counts, wait_for_status
 
 pytestmark = pytest.mark.anyio

@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from studio import leases
+from studio.leasing import leases
 from tests.conftest import days_ahead, execute, lease_body, rows, scalar, wait_for_status
 
 pytestmark = pytest.mark.anyio

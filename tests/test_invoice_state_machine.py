@@ -13,9 +13,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from studio import audit, invoices, profiles
-from studio.db import connect_to, in_transaction
+from studio.billing import invoices, profiles
 from studio.errors import Refusal
+from studio.ops import audit
+from studio.store.db import connect_to
+from studio.store.transactions import in_transaction
 from tests import backends
 
 OWNER = "actor-1"

@@ -15,10 +15,14 @@ from typing import Any
 import pypdf
 import pytest
 
-from studio import invoices, money, profiles
-from studio.audit import audit_database, audit_file
-from studio.auth import add_actor
-from studio.db import MIGRATIONS, dialect_of, in_transaction, prepare, prepare_database
+from studio.accounts.auth import add_actor
+from studio.billing import invoices, money, profiles
+from studio.ops.audit import audit_database, audit_file
+from studio.store.db import prepare_database
+from studio.store.dialect import dialect_of
+from studio.store.migrations.sqlite import MIGRATIONS
+from studio.store.sqlite import prepare
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import (
     ADA,

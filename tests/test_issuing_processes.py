@@ -11,9 +11,10 @@ from typing import Any
 
 import httpx
 
-from studio import profiles
-from studio.auth import add_actor
-from studio.db import connect_to, in_transaction
+from studio.accounts.auth import add_actor
+from studio.billing import profiles
+from studio.store.db import connect_to
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import days_ahead, rows, start_server, studio_command
 

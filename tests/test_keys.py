@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from studio.auth import SESSION_COOKIE
+from studio.accounts.auth import SESSION_COOKIE
 from tests.conftest import ADA, running, scalar
 
 pytestmark = pytest.mark.anyio

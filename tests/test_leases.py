@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from studio.db import account_lock, hold
+from studio.store.dialect import account_lock, hold
 from tests import backends
 from tests.conftest import (
     BEN,

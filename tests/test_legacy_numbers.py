@@ -14,10 +14,12 @@ from typing import Any
 import pypdf
 import pytest
 
-from studio import db as store
-from studio import invoices, profiles
-from studio.audit import audit_database, audit_file
-from studio.db import MIGRATIONS, in_transaction, prepare
+from studio.billing import invoices, profiles
+from studio.ops.audit import audit_database, audit_file
+from studio.store.migrations import sqlite as store
+from studio.store.migrations.sqlite import MIGRATIONS
+from studio.store.sqlite import prepare
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import ADA, database_digest, days_ahead, execute, rows, scalar
 

@@ -15,7 +15,7 @@ import pypdf
 import pytest
 import segno
 
-from studio import documents, invoices
+from studio.billing import documents, invoices
 from tests.conftest import days_ahead, execute, rows, scalar
 from tests.test_full_invoice import actor_id, add_customer, full_body, issue, line
 

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from studio import invoices, leases
-from studio.db import in_transaction
+from studio.billing import invoices
+from studio.leasing import leases
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import ADA, rows, scalar
 
@@ -208,8 +209,8 @@ def test_on_postgresql_the_lists_read_by_index_without_sorting(settings) -> None
 
 
 async def test_an_empty_list_shows_a_sentence_not_an_empty_table(studio) -> None:
-    from studio.auth import add_actor
-    from studio.demo import DEMO_PASSWORD
+    from studio.accounts.auth import add_actor
+    from studio.ops.demo import DEMO_PASSWORD
 
     db = backends.connect(studio.settings.db_path)
     try:

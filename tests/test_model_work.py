@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from studio import purposes
-from studio.providers.local import as_lines_billed
-from studio.readers import tesseract
+from studio.leasing import purposes
+from studio.leasing.providers.local import as_lines_billed
+from studio.leasing.readers import tesseract
 from tests import backends
 from tests.conftest import (
     BEN,
@@ -219,7 +219,7 @@ async def test_a_payment_between_writing_and_apply_is_invoice_changed_and_saves_
 
 
 def test_reminders_speak_the_customers_language() -> None:
-    from studio.providers.local import reminder
+    from studio.leasing.providers.local import reminder
 
     invoice = {"number": "INV-2026-0004", "currency": "EUR", "amount_due": "1190.00",
                "due_date": "2026-11-01", "days_late": 32, "seller": "Ada Studio"}

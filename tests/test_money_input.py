@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from studio import money
+from studio.billing import money
 from studio.errors import Refusal
 from tests.conftest import ADA, database_digest, days_ahead, execute, lease_body, rows, scalar
 

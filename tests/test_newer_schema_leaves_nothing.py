@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from studio.db import MIGRATIONS, prepare_database
+from studio.store.db import prepare_database
+from studio.store.migrations.sqlite import MIGRATIONS
 from tests import backends
 from tests.conftest import studio_command
 

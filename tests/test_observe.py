@@ -11,9 +11,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from studio.auth import SESSION_COOKIE
-from studio.demo import DEMO_PASSWORD
-from studio.postgres import display
+from studio.accounts.auth import SESSION_COOKIE
+from studio.ops.demo import DEMO_PASSWORD
+from studio.store.postgres import display
 from tests import backends
 from tests.conftest import (
     ADA,

@@ -10,7 +10,7 @@ import tomllib
 
 import pytest
 
-from studio.demo import INVOICES
+from studio.ops.demo import INVOICES
 from tests.conftest import ROOT, days_ahead, rows
 
 pytestmark = pytest.mark.anyio

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from studio import leases
+from studio.leasing import leases
 from tests.conftest import lease_body, rows, running, scalar, wait_for_status
 from tests.test_words_pages import visible
 

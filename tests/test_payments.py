@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from studio import balances, payments
-from studio.db import in_transaction
+from studio.billing import balances, payments
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import ADA, BEN, database_digest, days_ahead, rows, scalar
 from tests.test_words_pages import assert_plain
@@ -140,7 +140,7 @@ async def test_ten_concurrent_payments_past_the_balance_leave_exactly_those_that
 
 def _pay(url: str, actor_id: str, invoice_id: str, n: int, start: Any) -> str:
     """One payment of 400.00 on a connection of its own; its answer's status in words."""
-    from studio import postgres
+    from studio.store import postgres
 
     db = postgres.connect(url)
     try:
@@ -455,7 +455,8 @@ async def test_the_invoice_page_reads_its_invoice_balance_and_payments_in_one_sn
     monkeypatch.setattr(db, "read", counted)
     page = await client.get(f"/invoices/{invoice_id}", headers=PAGE)
     assert page.status_code == 200 and 'value="2000.00"' in page.text
-    assert [unit.__name__ for unit in units if unit.__module__ != "studio.auth"] == ["_page_of"]
+    assert [unit.__name__ for unit in units
+            if unit.__module__ != "studio.accounts.auth"] == ["_page_of"]
 
 
 async def test_a_form_records_a_payment_and_goes_to_the_invoice(studio) -> None:

@@ -16,9 +16,9 @@ import httpx
 import psycopg.conninfo
 import pytest
 
-from studio.auth import SESSION_COOKIE
-from studio.pg_schema import MIGRATIONS
-from studio.postgres import connect, prepare
+from studio.accounts.auth import SESSION_COOKIE
+from studio.store.migrations.postgres import MIGRATIONS
+from studio.store.postgres import connect, prepare
 from tests import backends
 from tests.conftest import ADA, BEN, ROOT, rows, sign_in, start_server, studio_command
 from tests.test_attachments import DEMO_SHA256, png
@@ -46,7 +46,7 @@ def studio_alone(url: str, *args: str, **settings: str) -> subprocess.CompletedP
     env = without_pg({key: value for key, value in os.environ.items()
                       if not key.startswith("STUDIO_")})
     env.update({"PYTHONUNBUFFERED": "1", **settings})
-    return subprocess.run([sys.executable, "-m", "studio.cli", *args, "--db", url], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "studio.ops.cli", *args, "--db", url], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=300)
 
 

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from studio.config import Settings
-from studio.db import account_lock, hold, open_database
-from studio.worker import Claimed, Worker, keep_claims
+from studio.runtime.worker import Claimed, Worker, keep_claims
+from studio.store.db import open_database
+from studio.store.dialect import account_lock, hold
 from tests import backends
 from tests.conftest import ADA, days_ahead, execute, lease_body, rows, running, scalar
 

@@ -26,7 +26,7 @@ def test_an_unreachable_database_at_start_is_a_clear_message_and_exit_1(tmp_path
                       "tax_rate\nx1,Acme,EUR,2027-01-31,Work,1,10,0\n")
     command = [str(drafts) if part == "drafts.csv" else part for part in command]
     env = studio_env(tmp_path / "studio.db", STUDIO_DATABASE_URL=UNREACHABLE)
-    ran = subprocess.run([sys.executable, "-m", "studio.cli", *command], cwd=ROOT, env=env,
+    ran = subprocess.run([sys.executable, "-m", "studio.ops.cli", *command], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=60)
     assert ran.returncode == 1, ran.stderr
     said = ran.stdout + ran.stderr

@@ -14,9 +14,9 @@ import httpx
 import pytest
 
 from bench.uploads import peak_rss_mb, reset_peak
-from studio import attachments
-from studio.db import account_lock, hold
-from studio.stores import CHUNK_BYTES, DatabaseStore
+from studio.billing import attachments
+from studio.store.dialect import account_lock, hold
+from studio.store.stores import CHUNK_BYTES, DatabaseStore
 from tests import backends
 from tests.conftest import execute, rows, scalar, sign_in, start_server, studio_command
 from tests.test_attachment_processes import draft_of_ada, pdf_of

@@ -13,11 +13,11 @@ from typing import Any
 import httpx
 import pytest
 
-from studio.auth import SESSION_COOKIE
+from studio.accounts.auth import SESSION_COOKIE
 from studio.config import Settings
-from studio.leases import record_proposal
-from studio.postgres import RECONNECT_EVERY_S
-from studio.worker import claim_task
+from studio.leasing.leases import record_proposal
+from studio.runtime.worker import claim_task
+from studio.store.postgres import RECONNECT_EVERY_S
 from tests import backends
 from tests.conftest import Running, execute, lease_body, running
 

@@ -18,12 +18,13 @@ from typing import Any
 
 import pytest
 
-from studio import postgres, profiles
-from studio.auth import SESSION_COOKIE, Actor, add_actor
+from studio.accounts.auth import SESSION_COOKIE, Actor, add_actor
+from studio.billing import profiles
 from studio.config import Settings
-from studio.db import in_transaction
-from studio.intents import Intent, LeaseRequest, create_lease
-from studio.worker import Claimed, claim_task
+from studio.leasing.intents import Intent, LeaseRequest, create_lease
+from studio.runtime.worker import Claimed, claim_task
+from studio.store import postgres
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import ADA, BEN, days_ahead, rows, running, scalar
 

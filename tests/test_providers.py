@@ -15,11 +15,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from studio.providers import Providers
-from studio.providers.local import LocalProvider
-from studio.providers.openai import OpenAIProvider
-from studio.providers.seam import ProviderError
-from studio.purposes import PURPOSES
+from studio.leasing.providers import Providers
+from studio.leasing.providers.local import LocalProvider
+from studio.leasing.providers.openai import OpenAIProvider
+from studio.leasing.providers.seam import ProviderError
+from studio.leasing.purposes import PURPOSES
 from tests.conftest import free_port, lease_body, running, wait_for_status
 
 KEY = "sk-test-do-not-leak"

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from studio.readers import UnreadableReceipt, parse, parse_amount, read_receipt, tesseract
-from studio.readers.ocr import pdf_text
+from studio.leasing.readers import UnreadableReceipt, parse, parse_amount, read_receipt, tesseract
+from studio.leasing.readers.ocr import pdf_text
 from tests import backends
 from tests import receipts as R
 
@@ -224,7 +224,7 @@ def test_a_reading_is_plain_data_with_decimal_strings():
                                   R.quincaillerie], ids=lambda f: f.__name__)
 def test_a_pdf_s_text_layer_is_read_without_ocr(shop, monkeypatch):
     receipt = shop()
-    monkeypatch.setattr("studio.readers.ocr.tesseract", lambda: None)
+    monkeypatch.setattr("studio.leasing.readers.ocr.tesseract", lambda: None)
     assert_reads(read_receipt(R.pdf(receipt), "application/pdf"), receipt)
 
 

@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from studio import paging
-from studio.demo import DEMO_PASSWORD
+from studio.ops.demo import DEMO_PASSWORD
+from studio.store import paging
 from tests import backends
 from tests.conftest import (
     ADA,

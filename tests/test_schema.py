@@ -11,18 +11,14 @@ from typing import Any
 
 import pytest
 
-from studio import db as store
-from studio import pg_schema
-from studio.auth import add_actor
-from studio.db import (
-    MIGRATIONS,
-    SchemaTooNew,
-    after_commit,
-    in_transaction,
-    prepare,
-    prepare_database,
-)
-from studio.demo import CREDIT_NOTES, INVOICES, OVERDUE
+from studio.accounts.auth import add_actor
+from studio.ops.demo import CREDIT_NOTES, INVOICES, OVERDUE
+from studio.store.db import prepare_database
+from studio.store.migrations import postgres as pg_schema
+from studio.store.migrations import sqlite as store
+from studio.store.migrations.sqlite import MIGRATIONS
+from studio.store.sqlite import prepare
+from studio.store.transactions import SchemaTooNew, after_commit, in_transaction
 from tests import backends
 from tests.conftest import (
     ADA,
@@ -218,7 +214,7 @@ def test_two_hosts_starting_together_on_an_empty_database_make_the_schema_and_de
     """Both wait at the migration lock, held here until both are waiting, so they truly start
     together; both come up, the schema is made once and `--demo` seeds the demo once."""
     path = tmp_path / "studio.db"
-    from studio.postgres import MIGRATION_LOCK
+    from studio.store.postgres import MIGRATION_LOCK
 
     gate = backends.connect(path)
     try:

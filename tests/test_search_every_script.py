@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from studio import postgres
 from studio.config import Settings
-from studio.db import in_transaction
-from studio.demo import seed_demo
+from studio.ops.demo import seed_demo
+from studio.store import postgres
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import ADA, Running, days_ahead, running, scalar, table_counts
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from studio import profiles
-from studio.db import in_transaction
+from studio.billing import profiles
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import ADA, rows, scalar, table_counts
 

@@ -14,8 +14,10 @@ import httpx
 import pytest
 from pypdf import PdfReader
 
-from studio import mail, outbox
+from studio import addresses
 from studio.config import Settings, from_environment
+from studio.mail import outbox
+from studio.mail import smtp as mail
 from tests.conftest import (
     ADA,
     BEN,
@@ -292,7 +294,7 @@ async def test_a_send_whose_email_cannot_be_made_fails_with_a_reason_and_no_seco
         mailing: Running, inbox: Inbox, monkeypatch: pytest.MonkeyPatch) -> None:
     """An attachment that cannot be built would fail at every try: the send ends failed,
     saying why in a person's words, after one try, not queued for ever."""
-    from studio import facturx
+    from studio.billing import facturx
 
     async def cannot_be_built(*_: Any) -> bytes:
         raise ValueError("All strings must be XML compatible")
@@ -321,7 +323,7 @@ def test_an_email_the_server_cannot_be_told_fails_for_good_not_later(
     message = mail.build({"recipient": "jürgen@exämple.de", "cc": "", "subject": "Invoice",
                           "message_id": "<send-x@studio.test>", "message": "Hello"},
                          SENDER, ("INV.pdf", b"%PDF-1.4"), 0.0)
-    outcome = mail.deliver(mail.mail_server(smtp.url), message, timeout=5.0)
+    outcome = mail.deliver(addresses.mail_server(smtp.url), message, timeout=5.0)
     assert outcome.status == "failed", outcome
     assert "the mail server cannot take this address: jürgen@exämple.de" in outcome.reply
 
@@ -563,7 +565,7 @@ async def test_one_accounts_many_emails_do_not_hold_back_anothers_one(
 
 
 def outbox_slots() -> int:
-    from studio.worker import DELIVERY_SLOTS
+    from studio.runtime.worker import DELIVERY_SLOTS
 
     return DELIVERY_SLOTS
 
@@ -635,13 +637,13 @@ async def test_a_temporary_refusal_is_tried_again_until_the_limit_and_not_after(
 def test_the_mail_server_comes_from_the_environment_and_never_shows_its_password() -> None:
     settings = from_environment({"STUDIO_SMTP_URL": "smtp://ada:s3cret@mail.test:2525",
                                  "STUDIO_MAIL_FROM": "billing@studio.test"})
-    server = mail.mail_server(settings.smtp_url)
+    server = addresses.mail_server(settings.smtp_url)
     assert (server.host, server.port, server.user, server.password) == \
         ("mail.test", 2525, "ada", "s3cret")
     assert "s3cret" not in str(server) and "s3cret" not in repr(server)
     assert "s3cret" not in repr(settings)
-    assert mail.mail_server("smtps://mail.test").port == 465
-    assert mail.mail_server("smtp://mail.test").port == 587
+    assert addresses.mail_server("smtps://mail.test").port == 465
+    assert addresses.mail_server("smtp://mail.test").port == 587
 
 
 @pytest.mark.parametrize(("env", "says"), [

@@ -12,10 +12,11 @@ from typing import Any
 import anyio
 import pytest
 
-from studio import auth, leases
-from studio import db as store
-from studio.auth import SESSION_COOKIE
-from studio.demo import DEMO_PASSWORD
+from studio.accounts import auth
+from studio.accounts.auth import SESSION_COOKIE
+from studio.leasing import leases
+from studio.ops.demo import DEMO_PASSWORD
+from studio.store import transactions as store
 from tests.conftest import ADA, BEN, Running, execute, lease_body, rows, running, scalar
 
 pytestmark = pytest.mark.anyio
@@ -39,7 +40,7 @@ class Clock:
 def move_time(monkeypatch: pytest.MonkeyPatch) -> Clock:
     """Sessions are judged by the database's clock (studio.db.clock) and remembered by this
     process's monotonic one (studio.auth): both move together."""
-    from studio.postgres import Connection
+    from studio.store.postgres import Connection
 
     clock = Clock()
     monkeypatch.setattr(auth, "time", clock)

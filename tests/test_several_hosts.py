@@ -30,10 +30,12 @@ import httpx
 import pytest
 from itsdangerous import URLSafeSerializer
 
-from studio import pg_schema, postgres, profiles
-from studio.auth import SESSION_COOKIE, add_actor
-from studio.db import in_transaction
-from studio.demo import DEMO_PASSWORD, INVOICES, OVERDUE
+from studio.accounts.auth import SESSION_COOKIE, add_actor
+from studio.billing import profiles
+from studio.ops.demo import DEMO_PASSWORD, INVOICES, OVERDUE
+from studio.store import postgres
+from studio.store.migrations import postgres as pg_schema
+from studio.store.transactions import in_transaction
 from tests import backends
 from tests.conftest import ADA, BEN, days_ahead, lease_body
 from tests.hosts import lab
@@ -281,7 +283,7 @@ def test_30_drafts_issued_through_a_and_b_each_twice_get_exactly_1_to_30(lab_: L
                        email) == 30
     # `studio audit`, as an operator on the worker host runs it.
     audited = subprocess.run(
-        lab_.network.inside("w", sys.executable, "-m", "studio.cli", "audit", "--db",
+        lab_.network.inside("w", sys.executable, "-m", "studio.ops.cli", "audit", "--db",
                             lab_.database.url),
         cwd=lab_.w.folder, env=lab_.w.environment(), capture_output=True, text=True, timeout=60)
     assert audited.returncode == 0, audited.stdout + audited.stderr

@@ -16,7 +16,7 @@ from typing import Any
 import pypdf
 import pytest
 
-from studio import shares
+from studio.billing import shares
 from tests import backends
 from tests.conftest import BEN, database_digest, days_ahead, execute, rows, running, scalar
 

@@ -15,12 +15,12 @@ import anyio
 import httpx
 import pytest
 
-from studio import auth, throttle
-from studio.auth import SESSION_COOKIE
-from studio.db import open_database
-from studio.demo import DEMO_PASSWORD
+from studio.accounts import auth, throttle
+from studio.accounts.auth import SESSION_COOKIE
+from studio.accounts.throttle import Limits
 from studio.errors import Refusal
-from studio.throttle import Limits
+from studio.ops.demo import DEMO_PASSWORD
+from studio.store.db import open_database
 from tests.conftest import ADA, BEN, Running, rows, running, scalar
 
 pytestmark = pytest.mark.anyio

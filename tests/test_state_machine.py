@@ -46,13 +46,15 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from studio import leases
-from studio.auth import Actor, _open_session
-from studio.db import MIGRATIONS, apply_migration, in_transaction
+from studio.accounts.auth import Actor, _open_session
 from studio.errors import Refusal
-from studio.intents import Intent, LeaseRequest, create_lease, plan_tasks
-from studio.leases import FINAL, LIVE
-from studio.worker import claim_task
+from studio.leasing import leases
+from studio.leasing.intents import Intent, LeaseRequest, create_lease, plan_tasks
+from studio.leasing.leases import FINAL, LIVE
+from studio.runtime.worker import claim_task
+from studio.store.migrations.sqlite import MIGRATIONS
+from studio.store.sqlite import apply_migration
+from studio.store.transactions import in_transaction
 from tests import backends
 
 LEASE_SECONDS = 60.0

@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from studio.demo import DEMO_PASSWORD
-from studio.stores import CHUNK_BYTES
+from studio.ops.demo import DEMO_PASSWORD
+from studio.store.stores import CHUNK_BYTES
 from tests import backends
 from tests.conftest import (
     ROOT,
@@ -193,7 +193,7 @@ async def test_a_full_disk_while_the_upload_is_synced_is_507_and_leaves_no_file(
         def no_space(fd: int) -> None:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-        monkeypatch.setattr("studio.uploads.os.fsync", no_space)
+        monkeypatch.setattr("studio.store.uploads.os.fsync", no_space)
         reply = await send(client, invoice, "k-full", PDF, "r.pdf")
         monkeypatch.undo()
         assert reply.status_code == 507, reply.text
@@ -233,7 +233,7 @@ def test_postgresql_s_disk_full_error_is_the_studio_s_507() -> None:
     import psycopg.errors
 
     from studio.errors import storage_full
-    from studio.postgres import as_sqlite_error
+    from studio.store.postgres import as_sqlite_error
 
     mapped = as_sqlite_error(psycopg.errors.DiskFull("could not extend file"))
     assert isinstance(mapped, sqlite3.OperationalError) and storage_full(mapped)
@@ -249,7 +249,7 @@ def start_limited_server(db_path: Path, file_limit: int) -> Server:
     limited = ("import resource, runpy, sys;"
                f" resource.setrlimit(resource.RLIMIT_FSIZE, ({file_limit}, {file_limit}));"
                " sys.argv = ['studio', *sys.argv[1:]];"
-               " runpy.run_module('studio.cli', run_name='__main__')")
+               " runpy.run_module('studio.ops.cli', run_name='__main__')")
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [sys.executable, "-c", limited, "serve", "--host", "127.0.0.1", "--port",

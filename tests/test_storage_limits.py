@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from studio.attachments import FileStore
-from studio.db import account_lock, hold
+from studio.billing.attachments import FileStore
+from studio.store.dialect import account_lock, hold
 from tests import backends
 from tests.conftest import running, scalar
 from tests.test_attachments import arriving, draft_id, files, png, send, stored

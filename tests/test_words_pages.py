@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from studio import errors, leases
+from studio import errors
 from studio.errors import REFUSALS
+from studio.leasing import leases
 from tests.conftest import ADA, days_ahead, lease_body, rows, running, table_counts, wait_for_status
 
 pytestmark = pytest.mark.anyio

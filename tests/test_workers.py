@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from studio.auth import SESSION_COOKIE
+from studio.accounts.auth import SESSION_COOKIE
 from studio.config import Settings
-from studio.worker import Worker
+from studio.runtime.worker import Worker
 from tests.conftest import (
     ADA,
     execute,
@@ -106,8 +106,8 @@ def test_two_workers_both_answer_and_a_lease_made_through_one_is_applied_through
 
 def count_writes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every write transaction begun on the studio's database, by its unit's name."""
-    from studio import db as sqlite_db
-    from studio import postgres
+    from studio.store import postgres
+    from studio.store import sqlite as sqlite_db
 
     writes: list[str] = []
     for module in (sqlite_db, postgres):

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
 
-from studio.demo import DEMO_PASSWORD
+from studio.ops.demo import DEMO_PASSWORD
 from tests.conftest import ADA, Server, rows, scalar, start_server
 
 # Ada's demo invoices, issued when the server seeds them (this year's series, in order).

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Page, expect
 
-from studio.readers import tesseract
+from studio.leasing.readers import tesseract
 from tests.conftest import free_port, scalar
 from tests.e2e.conftest import Studio, lease_posts, lose_first_reply, sign_in
 from tests.mailserver import Inbox, MailServer

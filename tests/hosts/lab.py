@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 
-from studio.config import alive
+from studio.store.keys import alive
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFIX = "sth"
@@ -350,7 +350,7 @@ class Host:
         with self.log_path.open("ab") as log:
             log.write(f"--- start {self.starts + 1}\n".encode())
             self.process = subprocess.Popen(
-                self.network.inside(self.name, sys.executable, "-m", "studio.cli", *args),
+                self.network.inside(self.name, sys.executable, "-m", "studio.ops.cli", *args),
                 cwd=self.folder, env=self.environment(), stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True)
         self.starts += 1

@@ -1,0 +1,2 @@
+"""Who is signed in: argon2 passwords, server-side sessions in a signed cookie, and the
+sign-in throttle."""

@@ -1,0 +1,246 @@
+"""Money: currency codes and their minor units from Babel, arithmetic in `Decimal`.
+
+No float ever holds an amount. Each line is rounded half-up to the currency's minor units
+(two for EUR, none for JPY, three for KWD), and the totals are the sums of rounded lines.
+A line's net is quantity x unit price, less its discount in percent when it has one.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation, localcontext
+from typing import Any
+
+from babel.core import get_global
+from babel.numbers import (
+    format_currency,
+    get_currency_precision,
+    get_territory_currencies,
+    list_currencies,
+)
+
+from studio.billing.identifiers import plain
+from studio.errors import Refusal
+
+MAX_LINES = 200
+# Room for 200 lines of the largest amounts at 100 % tax, so no sum ever loses a digit.
+ARITHMETIC = Context(prec=60, rounding=ROUND_HALF_UP)
+MAX_TOTAL = Decimal("1e15")
+MAX_DESCRIPTION = 500
+# Sane sizes: a quantity or price of at most twelve whole digits and six decimals, in ASCII
+# digits only (`\d` and Decimal would take Arabic-Indic, fullwidth and other digits too).
+AMOUNT = re.compile(r"[0-9]{1,12}(\.[0-9]{1,6})?")
+RATE = re.compile(r"[0-9]{1,3}(\.[0-9]{1,4})?")
+# A JSON number in exponent form is written out in full only while that stays short.
+LONGEST_EXPONENT = 15
+# A stored amount past 10**15 is not read as a number (no studio ever took one), so no
+# line's arithmetic outgrows ARITHMETIC.
+LARGEST_STORED = 15
+
+
+@functools.cache
+def currencies() -> frozenset[str]:
+    """The ISO 4217 codes that are legal tender in some territory today, as Babel's CLDR data
+    says: no historic codes such as DEM, no testing or fund codes, no precious metals. Read
+    once."""
+    return frozenset(code for territory in get_global("territory_currencies")
+                     for code in get_territory_currencies(territory, tender=True))
+
+
+def currency_code(value: object) -> str:
+    """An ISO 4217 code in use today, upper case; anything else is refused."""
+    code = value.strip().upper() if isinstance(value, str) else ""
+    if code in currencies():
+        return code
+    if code in list_currencies():
+        raise Refusal("invalid_body", f"{code} is not a currency in use today; choose a "
+                                      "current ISO 4217 code such as EUR or USD.")
+    raise Refusal("invalid_body", "The currency must be an ISO 4217 code such as EUR or USD.")
+
+
+# Read once per currency: an export rounds a dozen amounts per invoice, and Babel's look-up
+# costs more than the rounding.
+@functools.cache
+def minor_units(currency: str) -> int:
+    return get_currency_precision(currency)
+
+
+@functools.cache
+def _smallest_unit(currency: str) -> Decimal:
+    """0.01 for EUR, 1 for JPY, 0.001 for KWD."""
+    return Decimal(1).scaleb(-minor_units(currency))
+
+
+def rounded(amount: Decimal, currency: str) -> Decimal:
+    """Half-up to the currency's minor units: 1.005 EUR is 1.01, 0.5 JPY is 1."""
+    return amount.quantize(_smallest_unit(currency), rounding=ROUND_HALF_UP, context=ARITHMETIC)
+
+
+def text(amount: Decimal, currency: str) -> str:
+    """An amount as the decimal string the API and the database keep."""
+    return str(rounded(amount, currency))
+
+
+def as_written(value: object) -> str:
+    """A number's text as the person wrote it, to be checked against a pattern: text from a
+    form or JSON, or a JSON number read exactly (an int or a Decimal; 1.5E+1 is 15). Empty for
+    anything else, a float among them: it has been through binary floating point and may no
+    longer be what the person wrote."""
+    if isinstance(value, Decimal) and value.is_finite() \
+            and abs(value.adjusted()) <= LONGEST_EXPONENT:
+        return format(value, "f")
+    if isinstance(value, str | int | Decimal) and not isinstance(value, bool):
+        return str(value).strip()
+    return ""
+
+
+def compact(value: Decimal) -> Decimal:
+    """One number one way, however it was written: 50, 50.0 and 50.00 are 50; 7.50 is 7.5."""
+    return value.normalize() if value % 1 else value.quantize(Decimal(1))
+
+
+def _decimal(value: object, pattern: re.Pattern[str], what: str, line: int) -> Decimal:
+    if isinstance(value, float):
+        raise Refusal("invalid_body", f"Line {line}: an amount came as a binary floating-point"
+                                      " number, which cannot hold every decimal exactly; send"
+                                      ' it as text, like "19.99".')
+    raw = as_written(value)
+    if not pattern.fullmatch(raw):
+        raise Refusal("invalid_body", f"Line {line}: {what}")
+    return Decimal(raw)
+
+
+@dataclass(frozen=True)
+class Line:
+    description: str
+    quantity: Decimal
+    unit_price: Decimal
+    tax_rate: Decimal
+    # None: no discount. A line stored without one keeps no such key, so its content (and
+    # the frozen hash of an invoice issued before discounts) reads as it always did.
+    discount_percent: Decimal | None = None
+
+    def as_json(self) -> dict[str, str]:
+        kept = {"description": self.description, "quantity": str(self.quantity),
+                "unit_price": str(self.unit_price), "tax_rate": str(self.tax_rate)}
+        if self.discount_percent is not None:
+            kept["discount_percent"] = str(self.discount_percent)
+        return kept
+
+    def net(self) -> Decimal:
+        """Quantity x unit price, less the discount, before rounding."""
+        gross = self.quantity * self.unit_price
+        if self.discount_percent is None:
+            return gross
+        return gross * (100 - self.discount_percent) / 100
+
+
+def parse_line(raw: object, line: int) -> Line:
+    """One line item, every field checked; `line` counts from 1 for the message."""
+    if not isinstance(raw, dict):
+        raise Refusal("invalid_body", f"Line {line} must be an object with a description, "
+                                      "quantity, unit price and tax rate.")
+    description = raw.get("description")
+    if not isinstance(description, str) or not 1 <= len(description.strip()) <= MAX_DESCRIPTION:
+        raise Refusal("invalid_body",
+                      f"Line {line}: the description must be 1 to {MAX_DESCRIPTION} characters.")
+    quantity = _decimal(raw.get("quantity"), AMOUNT, "the quantity must be a number above 0 "
+                        "with at most 12 digits before the point and 6 after.", line)
+    if quantity <= 0:
+        raise Refusal("invalid_body", f"Line {line}: the quantity must be above 0.")
+    unit_price = _decimal(raw.get("unit_price"), AMOUNT, "the unit price must be a number, 0 "
+                          "or more, with at most 12 digits before the point and 6 after.", line)
+    tax_rate = _decimal(raw.get("tax_rate", "0"), RATE,
+                        "the tax rate must be a percent from 0 to 100, like 19 or 7.5.", line)
+    if tax_rate > 100:
+        raise Refusal("invalid_body", f"Line {line}: the tax rate must be at most 100 percent.")
+    discount = raw.get("discount_percent")
+    if discount is None or (isinstance(discount, str) and not discount.strip()):
+        discount_percent = None  # left out, or a form's blank field
+    else:
+        discount_percent = _decimal(discount, RATE, "the discount must be a percent from 0 to"
+                                    " 100, like 10 or 2.5.", line)
+        if discount_percent > 100:
+            raise Refusal("invalid_body", f"Line {line}: the discount must be at most 100 "
+                                          "percent.")
+        # No discount is one thing, however it is written: a zero is left out.
+        discount_percent = compact(discount_percent) if discount_percent else None
+    return Line(plain(description, f"description of line {line}").strip(),
+                compact(quantity), unit_price, compact(tax_rate), discount_percent)
+
+
+def stored_line(raw: object) -> Line | None:
+    """A line as it was stored, read and never judged: only input is checked, so a line
+    numbered before part two (a discount at a negative price, no description) still reads.
+    None when its amounts are not numbers at all."""
+    if not isinstance(raw, dict):
+        return None
+    try:
+        amounts = [Decimal(str(raw.get(name, 0)).strip())
+                   for name in ("quantity", "unit_price", "tax_rate")]
+        discount = raw.get("discount_percent")
+        discount_percent = None if discount is None else Decimal(str(discount).strip())
+    except InvalidOperation:
+        return None
+    if not all(amount.is_finite() and amount.adjusted() <= LARGEST_STORED
+               for amount in [*amounts, discount_percent or Decimal(0)]):
+        return None
+    return Line(str(raw.get("description", "")), *amounts, discount_percent)
+
+
+def parse_lines(raw: object) -> list[Line]:
+    if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_LINES:
+        raise Refusal("invalid_body", f"An invoice needs 1 to {MAX_LINES} line items.")
+    return [parse_line(item, n) for n, item in enumerate(raw, start=1)]
+
+
+@dataclass(frozen=True)
+class Totals:
+    net: Decimal
+    tax: Decimal
+    total: Decimal
+    # Per tax rate: (rate, net, tax), in rate order, as the document lists them.
+    by_rate: tuple[tuple[Decimal, Decimal, Decimal], ...]
+    line_nets: tuple[Decimal, ...]
+
+    def as_json(self, currency: str) -> dict[str, Any]:
+        return {"net": text(self.net, currency), "tax": text(self.tax, currency),
+                "total": text(self.total, currency)}
+
+
+def totals(lines: list[Line], currency: str) -> Totals:
+    """The totals of lines given as input, which must stay below MAX_TOTAL."""
+    found = add_up(lines, currency)
+    if found.total >= MAX_TOTAL:
+        raise Refusal("invalid_body", "The total must stay below 1,000,000,000,000,000; "
+                                      "split the amounts over several invoices.")
+    return found
+
+
+def add_up(lines: list[Line], currency: str) -> Totals:
+    """Each line's net and tax rounded half-up, then summed: the document adds up exactly."""
+    with localcontext(ARITHMETIC):
+        zero = rounded(Decimal(0), currency)
+        nets, rates = [], {}
+        for line in lines:
+            net = rounded(line.net(), currency)
+            tax = rounded(net * line.tax_rate / 100, currency)
+            nets.append(net)
+            rate_net, rate_tax = rates.get(line.tax_rate, (zero, zero))
+            rates[line.tax_rate] = (rate_net + net, rate_tax + tax)
+        net = sum(nets, zero)
+        tax = sum((rate_tax for _, rate_tax in rates.values()), zero)
+        total = net + tax
+    by_rate = tuple((rate, *rates[rate]) for rate in sorted(rates))
+    return Totals(net, tax, total, by_rate, tuple(nets))
+
+
+def shown(amount: str, currency: str) -> str:
+    """An amount as a person reads it on a document: `€2,570.40`, `¥1,200`; what is not a
+    number (a line stored before part two) as it was stored."""
+    try:
+        return format_currency(Decimal(amount), currency, locale="en")
+    except (InvalidOperation, TypeError, ValueError):
+        return str(amount)

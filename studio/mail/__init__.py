@@ -1,0 +1,1 @@
+"""Email: the SMTP conversation, and the outbox an email waits in until it is sent."""

@@ -1,1 +1,0 @@
-"""Handlers by resource, over the negotiation and body parsing in `studio.web`."""

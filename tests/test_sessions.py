@@ -198,4 +198,4 @@ async def test_a_session_in_constant_use_outlives_an_idle_limit_under_a_minute(s
         assert reply.status_code == 401 and reply.json()["detail"] == "not_signed_in"
         now = time.time()
         seen = sorted(now - row["last_seen_at"] for row in session_rows(studio))
-        assert seen[0] < 1.0 and seen[1] > idle  # the unused one is left to the sweeper
+        assert seen[0] < idle < seen[1]  # in use, recorded; the unused one is left to the sweeper

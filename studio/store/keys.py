@@ -8,7 +8,6 @@ import secrets
 from pathlib import Path
 
 from studio.config import Settings
-from studio.store.postgres import signing_key_in_database
 from studio.store.sqlite import refuse_if_newer
 from studio.store.transactions import sync_path
 
@@ -21,6 +20,8 @@ def signing_key(settings: Settings) -> str:
     if settings.secret_key:
         return settings.secret_key
     if settings.database_url:
+        from studio.store.postgres import signing_key_in_database
+
         return signing_key_in_database(settings.database_url, secrets.token_urlsafe(48))
     path = settings.db_path.with_name(settings.db_path.name + ".secret")
     _remove_stale_drafts(path)

@@ -100,6 +100,20 @@ def use_migrated(path: Path) -> str:
     return _urls[path]
 
 
+def emptied(db: Any) -> None:
+    """Every row the tests wrote to a database made by `use_migrated` removed, so it is again
+    what a fresh copy is (identities restarted); the migrations' own record is kept. One
+    TRUNCATE is far cheaper than a database copied and dropped: for a test that needs a fresh
+    database hundreds of times, on one connection that keeps its caches warm. The schema's
+    triggers that refuse to truncate issued invoices are the studio's promise, not the test's:
+    they are set aside for this one transaction (the suite's cluster user is a superuser)."""
+    names = ", ".join(name for name in tables(db) if name != "schema_version")
+    db.execute("BEGIN")
+    db.execute("SET LOCAL session_replication_role = replica")
+    db.execute(f"TRUNCATE {names} RESTART IDENTITY")
+    db.execute("COMMIT")
+
+
 def use_seeded(path: Path) -> str:
     """`path` stands for a fresh copy of the seeded demo database."""
     seeded_template()

@@ -738,17 +738,22 @@ class LeaseMachine(RuleBasedStateMachine):
 
     @invariant()
     def an_applied_lease_wrote_exactly_its_chosen_proposals(self) -> None:
+        # Every applied proposal in one query (not one per lease: a round trip each, a tenth
+        # of the run on PostgreSQL), the invoices it names grouped by lease.
+        applied: dict[str, list[str]] = {}
+        for row in self.db.execute(
+                "SELECT lease_id, invoice_id FROM proposals WHERE applied_at IS NOT NULL"):
+            applied.setdefault(row["lease_id"], []).append(row["invoice_id"])
+        assert set(applied) <= {lease.id for lease in self.leases}
         for lease in self.leases:
-            applied = self.db.execute(
-                "SELECT invoice_id, summary FROM proposals WHERE lease_id = ?"
-                " AND applied_at IS NOT NULL", (lease.id,)).fetchall()
+            invoices = applied.get(lease.id, [])
             if lease.status != "applied":
-                assert not applied
+                assert not invoices
                 continue
             # One chosen proposal per invoice that had candidates, none for the others, each
             # on an invoice of the lease's own actor.
-            assert sorted(row["invoice_id"] for row in applied) == sorted(lease.candidates())
-            assert all(row["invoice_id"] in self.owned[lease.actor] for row in applied)
+            assert sorted(invoices) == sorted(lease.candidates())
+            assert all(invoice in self.owned[lease.actor] for invoice in invoices)
 
 
 SETTINGS = settings(

@@ -33,6 +33,35 @@ ROOT = Path(__file__).resolve().parent.parent
 ADA, BEN = "ada@example.com", "ben@example.com"
 
 
+# The files that take longest, slowest first. Under pytest-xdist (`--dist loadfile`) files are
+# handed to the workers in collection order, so these start first instead of one of them
+# being left to run alone at the end while the other workers idle.
+SLOWEST_FILES = [
+    "test_state_machine.py", "test_packaging.py", "test_faults.py", "test_fuzz.py",
+    "test_sending_faults.py", "test_sending.py", "test_several_hosts.py",
+    "test_host_fails_alone.py", "test_processes.py", "test_pg_backup.py", "test_backup.py",
+    "test_accounts.py", "test_attachment_processes.py", "test_flow.py",
+]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The slowest files first; every file's own tests keep their order.
+
+    tests/run.sh runs each pass in two phases: STUDIO_TEST_PHASE=shared keeps the tests not
+    marked `alone` (run side by side with others), STUDIO_TEST_PHASE=alone keeps only those
+    (run one at a time with the machine to themselves). Unset, every test runs."""
+    rank = {name: place for place, name in enumerate(SLOWEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    phase = os.environ.get("STUDIO_TEST_PHASE")
+    if phase not in ("shared", "alone"):
+        return
+    keep = [item for item in items
+            if (item.get_closest_marker("alone") is not None) == (phase == "alone")]
+    if len(keep) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        items[:] = keep
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
@@ -260,16 +289,22 @@ def start_server(db_path: Path, *args: str, port: int | None = None, **settings:
     return server
 
 
-def wait_for_server(server: Server, seconds: float = 20.0) -> None:
+# How long a starting server may take to answer before it counts as dead. tests/run.sh runs
+# test files side by side, so a start can wait for the CPU a while (a `--workers` child that
+# has not answered uvicorn's health check in 5 s is restarted, which doubles it).
+# One client asks every time, every 20 ms: a new client per try cost about 30 ms of CPU
+# (httpx loads the CA bundle), taken from the very server that is starting.
+def wait_for_server(server: Server, seconds: float = 60.0) -> None:
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise AssertionError(f"studio serve exited early:\n{server.log()}")
-        try:
-            httpx.get(server.url + "/login", timeout=1.0)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.1)
+    with httpx.Client(timeout=1.0) as client:
+        while time.monotonic() < deadline:
+            if server.process.poll() is not None:
+                raise AssertionError(f"studio serve exited early:\n{server.log()}")
+            try:
+                client.get(server.url + "/login")
+                return
+            except httpx.HTTPError:
+                time.sleep(0.02)
     server.stop(kill=True)
     raise AssertionError(f"studio serve did not answer in {seconds} s:\n{server.log()}")
 

@@ -1,13 +1,26 @@
 #!/usr/bin/env bash
 # Install everything the suite needs on a fresh machine, then run all of it, browser tests
-# included: once on SQLite, then again on PostgreSQL in a throwaway cluster.
-# STUDIO_TEST_BACKENDS="sqlite" (or "postgresql") runs one pass only.
+# included: once on SQLite and once on PostgreSQL in a throwaway cluster, the two passes at
+# the same time, each running independent test files side by side (pytest-xdist).
+# STUDIO_TEST_BACKENDS="sqlite" (or "postgresql") runs one pass only; STUDIO_TEST_WORKERS sets
+# how many test processes each pass runs (2 by default; 0 runs each pass in one process).
+#
+# --no-loadscope-reorder: the files go out in the order tests/conftest.py gives them (the
+# slowest first), not sorted by how many tests they hold, which left the one-test state
+# machine files for last.
+# Each pass has two phases (STUDIO_TEST_PHASE, read by tests/conftest.py). First every test
+# not marked `alone`, its files spread over the workers. Then the few tests marked `alone`
+# (they assert how long something takes, so they need the machine to themselves), one after
+# another, and only once no pass is in its first phase any more: a lock file taken shared by
+# the first phases and exclusively by the second sees to that. Each pass's output goes to its
+# own log, printed when that pass ends; the script exits non-zero if either pass failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 as_root=""
 [ "$(id -u)" = 0 ] || as_root="sudo"
 backends="${STUDIO_TEST_BACKENDS:-sqlite postgresql}"
+workers="${STUDIO_TEST_WORKERS:-2}"
 missing=""
 command -v chromium >/dev/null 2>&1 || missing="chromium"
 # The built-in writer reads receipts with Debian's Tesseract and its German and French data.
@@ -18,6 +31,7 @@ fi
 if [[ "$backends" == *postgresql* ]] && ! command -v pg_virtualenv >/dev/null 2>&1; then
   missing="$missing postgresql postgresql-common"
 fi
+command -v flock >/dev/null 2>&1 || missing="$missing util-linux"
 if [ -n "$missing" ]; then
   $as_root apt-get update -qq
   # shellcheck disable=SC2086
@@ -32,19 +46,68 @@ fi
 # floor fails here, before the suite.
 .venv/bin/lint-imports
 
-started=$SECONDS
-for backend in $backends; do
-  echo "=== the suite on $backend ==="
-  pass_started=$SECONDS
-  status=0
+logs="$(mktemp -d "${TMPDIR:-/tmp}/studio-tests.XXXXXX")"
+lock="$logs/alone.lock"
+: >"$lock"
+
+if [ "$workers" = 0 ]; then
+  spread=(-p no:xdist)
+else
+  spread=(-n "$workers" --dist loadfile --no-loadscope-reorder)
+fi
+
+# One pass: both phases, run as `pass.sh BACKEND ARGS...` (inside pg_virtualenv for
+# PostgreSQL, so that both phases share one cluster). Exit 5 (no test selected) is fine for
+# one phase when the other ran tests.
+cat >"$logs/pass.sh" <<'PASS'
+#!/usr/bin/env bash
+set -uo pipefail
+lock="$1" spread="$2"; shift 2
+# shellcheck disable=SC2086
+STUDIO_TEST_PHASE=shared flock -s "$lock" .venv/bin/python -m pytest $spread "$@"
+first=$?
+STUDIO_TEST_PHASE=alone flock -x "$lock" .venv/bin/python -m pytest -p no:xdist "$@"
+second=$?
+if [ "$first" = 5 ] && [ "$second" = 5 ]; then exit 5; fi
+[ "$first" = 5 ] && first=0
+[ "$second" = 5 ] && second=0
+[ "$first" = 0 ] || exit "$first"
+exit "$second"
+PASS
+
+run_pass() {
+  local backend="$1"; shift
+  local started=$SECONDS status=0
   if [ "$backend" = postgresql ]; then
     # A cluster of its own, gone when the pass ends; it exports PGHOST, PGUSER, PGPASSWORD.
-    $as_root pg_virtualenv -t env STUDIO_TEST_DATABASE=postgresql \
-      .venv/bin/python -m pytest "$@" || status=$?
+    # Nothing here survives a crash of the machine, so the cluster need not fsync.
+    $as_root pg_virtualenv -t -o fsync=off env STUDIO_TEST_DATABASE=postgresql \
+      bash "$logs/pass.sh" "$lock" "${spread[*]}" "$@" || status=$?
   else
-    .venv/bin/python -m pytest "$@" || status=$?
+    bash "$logs/pass.sh" "$lock" "${spread[*]}" "$@" || status=$?
   fi
-  echo "=== $backend: $((SECONDS - pass_started)) s wall (exit $status) ==="
-  [ "$status" = 0 ] || exit "$status"
+  echo "$backend $status $((SECONDS - started))" >&3  # one short line: written at once
+}
+
+# Each pass says on this pipe that it ended (its backend, exit status and seconds).
+mkfifo "$logs/ended"
+exec 3<>"$logs/ended"
+started=$SECONDS
+passes=0
+for backend in $backends; do
+  run_pass "$backend" "$@" >"$logs/$backend.log" 2>&1 &
+  passes=$((passes + 1))
 done
-echo "=== all passes: $((SECONDS - started)) s wall ==="
+
+overall=0
+for _ in $(seq "$passes"); do
+  read -r backend status seconds <&3
+  echo "=== the suite on $backend ==="
+  cat "$logs/$backend.log"
+  echo "=== $backend: $seconds s wall (exit $status) ==="
+  [ "$status" = 0 ] || [ "$overall" != 0 ] || overall="$status"
+done
+wait
+echo "=== all passes: $((SECONDS - started)) s wall (exit $overall) ==="
+rm -rf "$logs"
+exit "$overall"

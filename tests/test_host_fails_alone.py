@@ -73,6 +73,7 @@ def _frozen_in_a_transaction(db_path: Any, host: Any, account: str) -> int | Non
     return None
 
 
+@pytest.mark.alone  # asserts a bound of seconds: run with the machine to itself
 @backends.postgres_only
 def test_a_host_paused_inside_a_transaction_holds_up_no_other_account_and_its_own_briefly(
         tmp_path: Any) -> None:
@@ -323,6 +324,7 @@ async def test_a_reminder_whose_invoice_was_paid_before_delivery_is_not_delivere
 
 
 
+@pytest.mark.alone  # asserts a bound of seconds: run with the machine to itself
 @backends.postgres_only
 @pytest.mark.anyio
 async def test_a_sign_in_held_inside_its_transaction_holds_up_no_other_emails_sign_in(

@@ -99,6 +99,7 @@ async def test_openai_sends_the_invoice_and_keeps_the_key_in_the_header(model_se
     assert KEY not in str(sent["body"])
 
 
+@pytest.mark.alone  # asserts a bound of seconds: run with the machine to itself
 @pytest.mark.anyio
 async def test_openai_timeout_is_the_time_left_not_more():
     with FakeModelServer(delay_s=2.0) as slow:

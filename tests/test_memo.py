@@ -90,9 +90,16 @@ async def test_the_edge_answers_a_remembered_poll_and_replay_exactly_as_the_hand
                 lambda: client.post("/leases", json=body)):
         recalled.clear()
         studio.studio.memo._kept.clear()  # nothing remembered yet: the handler answers first
-        first, again = await ask(), await ask()
-        assert recalled == [False, True]  # the handler, then the edge
-        assert seen(again) == seen(first) and first.status_code == 200
+        first = await ask()
+        assert recalled == [False] and first.status_code == 200
+        # On PostgreSQL a commit anywhere in the cluster (another test's) moves the version,
+        # and the handler answers again; within a few repeats one comes from the edge.
+        for _ in range(20):
+            again = await ask()
+            assert seen(again) == seen(first)
+            if recalled[-1]:
+                break
+        assert recalled[-1], "no repeat was answered at the edge"
 
     # A commit elsewhere: the edge lets the next poll through to the handler, which reads it.
     execute(studio.settings.db_path, "UPDATE leases SET status = 'expired',"

@@ -3,9 +3,7 @@
 # included: once on SQLite and once on PostgreSQL in a throwaway cluster, the two passes at
 # the same time, each running independent test files side by side (pytest-xdist).
 # STUDIO_TEST_BACKENDS="sqlite" (or "postgresql") runs one pass only; STUDIO_TEST_WORKERS sets
-# how many test processes each pass runs (0 runs each pass in one process). Unset, SQLite
-# runs 2 and PostgreSQL 3: its tests wait more on round trips and server starts, and its pass
-# ran two minutes past SQLite's with 2.
+# how many test processes each pass runs (2 by default; 0 runs each pass in one process).
 #
 # --no-loadscope-reorder: the files go out in the order tests/conftest.py gives them (the
 # slowest first), not sorted by how many tests they hold, which left the one-test state
@@ -22,7 +20,7 @@ cd "$(dirname "$0")/.."
 as_root=""
 [ "$(id -u)" = 0 ] || as_root="sudo"
 backends="${STUDIO_TEST_BACKENDS:-sqlite postgresql}"
-workers="${STUDIO_TEST_WORKERS:-}"
+workers="${STUDIO_TEST_WORKERS:-2}"
 missing=""
 command -v chromium >/dev/null 2>&1 || missing="chromium"
 # The built-in writer reads receipts with Debian's Tesseract and its German and French data.
@@ -52,14 +50,11 @@ logs="$(mktemp -d "${TMPDIR:-/tmp}/studio-tests.XXXXXX")"
 lock="$logs/alone.lock"
 : >"$lock"
 
-spread_for() {  # the pytest arguments that spread one pass over its workers
-  local count="${workers:-$1}"
-  if [ "$count" = 0 ]; then
-    echo "-p no:xdist"
-  else
-    echo "-n $count --dist loadfile --no-loadscope-reorder"
-  fi
-}
+if [ "$workers" = 0 ]; then
+  spread=(-p no:xdist)
+else
+  spread=(-n "$workers" --dist loadfile --no-loadscope-reorder)
+fi
 
 # One pass: both phases, run as `pass.sh BACKEND ARGS...` (inside pg_virtualenv for
 # PostgreSQL, so that both phases share one cluster). Exit 5 (no test selected) is fine for
@@ -87,9 +82,9 @@ run_pass() {
     # A cluster of its own, gone when the pass ends; it exports PGHOST, PGUSER, PGPASSWORD.
     # Nothing here survives a crash of the machine, so the cluster need not fsync.
     $as_root pg_virtualenv -t -o fsync=off env STUDIO_TEST_DATABASE=postgresql \
-      bash "$logs/pass.sh" "$lock" "$(spread_for 3)" "$@" || status=$?
+      bash "$logs/pass.sh" "$lock" "${spread[*]}" "$@" || status=$?
   else
-    bash "$logs/pass.sh" "$lock" "$(spread_for 2)" "$@" || status=$?
+    bash "$logs/pass.sh" "$lock" "${spread[*]}" "$@" || status=$?
   fi
   echo "$backend $status $((SECONDS - started))" >&3  # one short line: written at once
 }

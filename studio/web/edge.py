@@ -69,10 +69,7 @@ class Edge:
             if scope["method"] not in UNSAFE_METHODS:
                 # No body to wait for, and no cross-origin rule to apply: a poll goes straight
                 # through, or is answered here from memory.
-                recalled = route is not None and await self._recalled(scope, b"", send)
-                if recalled:
-                    status = recalled
-                else:
+                if route is None or not await self._recalled(scope, b"", send_and_note):
                     route = None
                     await self.app(scope, receive, send_and_note)
             elif _cross_origin(scope):
@@ -84,9 +81,7 @@ class Edge:
                 timed = _in_time(receive, self.seconds)
                 if route is not None and _declared_small(scope):
                     body, timed = await _read_ahead(timed)
-                    recalled = body is not None and await self._recalled(scope, body, send)
-                    if recalled:
-                        status = recalled
+                    if body is not None and await self._recalled(scope, body, send_and_note):
                         return
                 route = None
                 await self.app(scope, timed, send_and_note)
@@ -98,16 +93,16 @@ class Edge:
                               (time.monotonic() - started) * 1000,
                               getattr(actor, "id", None))
 
-    async def _recalled(self, scope: Scope, body: bytes, send: Send) -> int:
-        """The status of the remembered answer, sent as it was kept; 0 if none was."""
+    async def _recalled(self, scope: Scope, body: bytes, send: Send) -> bool:
+        """Whether the answer was remembered, and sent as it was kept."""
         assert self.remembered is not None
         kept = await self.remembered.recall(scope, body)
         if kept is None:
-            return 0
+            return False
         status, headers, content = kept
         await send({"type": "http.response.start", "status": status, "headers": list(headers)})
         await send({"type": "http.response.body", "body": content})
-        return status
+        return True
 
 
 def _declared_small(scope: Scope) -> bool:

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Hashable
 from typing import Any
 
+from starlette.datastructures import Headers
 from starlette.requests import Request, cookie_parser
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import Scope
@@ -173,7 +174,6 @@ def replay_key(kind: str, cookie: str, raw: bytes) -> Hashable:
 
 POLLED = re.compile(rf"/leases/{CANONICAL_ID.pattern}")
 POLL_ROUTE, SUBMIT_ROUTE = "/leases/{lease_id}", "/leases"
-RECALL_HEADERS = frozenset({b"cookie", b"hx-request", b"accept", b"content-type"})
 
 
 class Remembered:
@@ -192,10 +192,7 @@ class Remembered:
 
     async def recall(self, scope: Scope, body: bytes) -> Kept | None:
         """The remembered answer to this request (`body`: the whole of a POST's), or None."""
-        headers: dict[str, str] = {}  # the four it reads, first of each as Starlette's
-        for name, value in scope["headers"]:
-            if name in RECALL_HEADERS and name.decode() not in headers:
-                headers[name.decode()] = value.decode("latin-1")
+        headers = Headers(scope=scope)
         cookie = cookie_parser(headers.get("cookie", "")).get(SESSION_COOKIE)
         studio: Studio = scope["app"].state.studio
         if cookie is None or not studio.sessions.confirmed(cookie):

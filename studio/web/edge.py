@@ -57,7 +57,10 @@ class Edge:
             return
         started = time.monotonic()
         status = 500
+        # The route template of a request the edge may answer from memory; set as `answered`
+        # only once it did (no router ran to put the route in the scope).
         route = self.remembered.route(scope) if self.remembered is not None else None
+        answered: str | None = None
 
         async def send_and_note(message: Message) -> None:
             nonlocal status
@@ -69,11 +72,11 @@ class Edge:
             if scope["method"] not in UNSAFE_METHODS:
                 # No body to wait for, and no cross-origin rule to apply: a poll goes straight
                 # through, or is answered here from memory.
-                if route is None or not await self._recalled(scope, b"", send_and_note):
-                    route = None
+                if route is not None and await self._recalled(scope, b"", send_and_note):
+                    answered = route
+                else:
                     await self.app(scope, receive, send_and_note)
             elif _cross_origin(scope):
-                route = None
                 refused = refusal_response(Request(scope, receive),
                                            Refusal("cross_origin_request"))
                 await refused(scope, receive, send_and_note)
@@ -82,11 +85,11 @@ class Edge:
                 if route is not None and _declared_small(scope):
                     body, timed = await _read_ahead(timed)
                     if body is not None and await self._recalled(scope, body, send_and_note):
+                        answered = route
                         return
-                route = None
                 await self.app(scope, timed, send_and_note)
         finally:
-            route = route or _route_template(scope)
+            route = answered or _route_template(scope)
             actor = scope.get("studio.actor")
             _counter(scope["method"], route, status).inc()
             logs.request_line(scope["method"], route, status,

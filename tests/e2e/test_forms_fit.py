@@ -6,7 +6,7 @@ choices."""
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 
 from tests.e2e.conftest import NORTHWIND, Studio, sign_in
 
@@ -76,6 +76,7 @@ def test_text_boxes_look_like_the_other_fields(page: Page, studio: Studio) -> No
     sign_in(page, studio.url)
     page.goto(f"{studio.url}/invoices/{studio.invoice_id(NORTHWIND)}")
     page.locator("#share-create").click()
+    expect(page.locator("#share-url")).to_be_visible()  # the new link's box, swapped in
     looks = page.locator("input[type=text]").evaluate_all(
         "boxes => boxes.map(el => getComputedStyle(el).borderRadius)")
     assert looks and set(looks) == {"6px"}, looks

@@ -46,8 +46,7 @@ class TextFormatter(logging.Formatter):
 
     @staticmethod
     def line(created: float, level: str, name: str, message: str, fields: dict[str, Any]) -> str:
-        whole = int(created)
-        line = f"{_second(whole)},{int((created - whole) * 1000):03d} {level} {name} {message}"
+        line = f"{_now(created)} {level} {name} {message}"
         return " ".join([line, *(f"{key}={_text(value)}" for key, value in fields.items()
                                  if key not in IN_MESSAGE)])
 
@@ -124,6 +123,13 @@ class Lines(logging.StreamHandler):  # type: ignore[type-arg]
             super().flush()
 
 
+def _now(created: float | None = None) -> str:
+    """A record's time as the text format prints it: to the millisecond, local time."""
+    created = time.time() if created is None else created
+    whole = int(created)
+    return f"{_second(whole)},{int((created - whole) * 1000):03d}"
+
+
 @functools.lru_cache(maxsize=4)
 def _second(created: int, utc: bool = False) -> str:
     """The whole second a record was made in, as text: formatted once per second, not once
@@ -170,16 +176,20 @@ def configure(log_format: str) -> None:
 
 def request_line(method: str, route: str, status: int, ms: float, actor_id: str | None) -> None:
     """One line per answered request: the route template, never the path's ids or query."""
-    fields = {"method": method, "route": route, "status": status, "ms": round(ms, 1),
-              "actor_id": actor_id}
     message = f"{method} {route} {status} {ms:.1f}ms"
     lines = Lines.configured
-    if lines is not None and _only_to(lines):
-        # As logging would write it, without a record: the hottest path's one line.
-        formatter = lines.formatter
-        if isinstance(formatter, (TextFormatter, JsonFormatter)):
-            lines.add(formatter.line(time.time(), "INFO", requests_log.name, message, fields))
-            return
+    # As logging would write it, without a record, when only `lines` hears it: the hottest
+    # path's one line (the text format's in one step: its fields but the actor are in the
+    # message).
+    direct = lines is not None and _only_to(lines)
+    if direct and type(lines.formatter) is TextFormatter:
+        lines.add(f"{_now()} INFO {requests_log.name} {message} actor_id={_text(actor_id)}")
+        return
+    fields = {"method": method, "route": route, "status": status, "ms": round(ms, 1),
+              "actor_id": actor_id}
+    if direct and isinstance(lines.formatter, (TextFormatter, JsonFormatter)):
+        lines.add(lines.formatter.line(time.time(), "INFO", requests_log.name, message, fields))
+        return
     requests_log.info("%s", message, extra={FIELDS: fields})
 
 

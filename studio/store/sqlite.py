@@ -138,6 +138,7 @@ class SqliteDatabase:
         self._readers: list[aiosqlite.Connection] = []
         self._next_reader = itertools.cycle(range(READERS))
         self._watch: sqlite3.Connection | None = None
+        self._watching: sqlite3.Cursor | None = None
 
     async def open(self) -> SqliteDatabase:
         prepare(self.path)
@@ -150,6 +151,8 @@ class SqliteDatabase:
         # Only ever asked for `PRAGMA data_version`: a counter in shared memory, no I/O.
         self._watch = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         _set_up(self._watch)
+        self._watching = self._watch.cursor()
+        self._watching.row_factory = None  # one number: a plain tuple, no Row to make
         return self
 
     async def close(self) -> None:
@@ -158,7 +161,7 @@ class SqliteDatabase:
                 await connection.close()
         if self._watch is not None:
             self._watch.close()
-        self._writer, self._readers, self._watch = None, [], None
+        self._writer, self._readers, self._watch, self._watching = None, [], None, None
 
     async def write(self, unit: Unit[T], *args: Any, **kwargs: Any) -> T:
         """Run one write transaction as one unit on the writer's thread."""
@@ -174,8 +177,8 @@ class SqliteDatabase:
 
     async def version(self) -> int:
         """A number that changes whenever any other connection commits to the file."""
-        assert self._watch is not None, "the database is not open"
-        return self._watch.execute("PRAGMA data_version").fetchone()[0]
+        assert self._watching is not None, "the database is not open"
+        return self._watching.execute("PRAGMA data_version").fetchone()[0]
 
     async def read(self, unit: Unit[T], *args: Any) -> T:
         """Run one read-only unit on a reader's thread, as one snapshot."""

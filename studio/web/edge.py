@@ -56,11 +56,19 @@ class Edge:
             await self.app(scope, receive, send)
             return
         started = time.monotonic()
-        status = 500
-        # The route template of a request the edge may answer from memory; set as `answered`
-        # only once it did (no router ran to put the route in the scope).
+        # The route template of a request the edge may answer from memory.
         route = self.remembered.route(scope) if self.remembered is not None else None
-        answered: str | None = None
+        if route is not None and scope["method"] not in UNSAFE_METHODS:
+            # A poll: no body to wait for and no cross-origin rule to apply, so it is answered
+            # here from memory when it may be, with nothing wrapped around `send`.
+            kept = await self._recall(scope, b"")
+            if kept is not None:
+                try:
+                    await _send_kept(kept, send)
+                finally:
+                    _noted(scope, route, kept[0], started)
+                return
+        status = 500
 
         async def send_and_note(message: Message) -> None:
             nonlocal status
@@ -68,14 +76,10 @@ class Edge:
                 status = message["status"]
             await send(message)
 
+        answered: str | None = None  # set once the edge answered from memory: no router ran
         try:
             if scope["method"] not in UNSAFE_METHODS:
-                # No body to wait for, and no cross-origin rule to apply: a poll goes straight
-                # through, or is answered here from memory.
-                if route is not None and await self._recalled(scope, b"", send_and_note):
-                    answered = route
-                else:
-                    await self.app(scope, receive, send_and_note)
+                await self.app(scope, receive, send_and_note)
             elif _cross_origin(scope):
                 refused = refusal_response(Request(scope, receive),
                                            Refusal("cross_origin_request"))
@@ -84,28 +88,33 @@ class Edge:
                 timed = _in_time(receive, self.seconds)
                 if route is not None and _declared_small(scope):
                     body, timed = await _read_ahead(timed)
-                    if body is not None and await self._recalled(scope, body, send_and_note):
+                    kept = None if body is None else await self._recall(scope, body)
+                    if kept is not None:
                         answered = route
+                        await _send_kept(kept, send_and_note)
                         return
                 await self.app(scope, timed, send_and_note)
         finally:
-            route = answered or _route_template(scope)
-            actor = scope.get("studio.actor")
-            _counter(scope["method"], route, status).inc()
-            logs.request_line(scope["method"], route, status,
-                              (time.monotonic() - started) * 1000,
-                              getattr(actor, "id", None))
+            _noted(scope, answered or _route_template(scope), status, started)
 
-    async def _recalled(self, scope: Scope, body: bytes, send: Send) -> bool:
-        """Whether the answer was remembered, and sent as it was kept."""
+    async def _recall(self, scope: Scope, body: bytes) -> Kept | None:
         assert self.remembered is not None
-        kept = await self.remembered.recall(scope, body)
-        if kept is None:
-            return False
-        status, headers, content = kept
-        await send({"type": "http.response.start", "status": status, "headers": list(headers)})
-        await send({"type": "http.response.body", "body": content})
-        return True
+        return await self.remembered.recall(scope, body)
+
+
+async def _send_kept(kept: Kept, send: Send) -> None:
+    """A remembered answer, sent as it was kept."""
+    status, headers, content = kept
+    await send({"type": "http.response.start", "status": status, "headers": list(headers)})
+    await send({"type": "http.response.body", "body": content})
+
+
+def _noted(scope: Scope, route: str, status: int, started: float) -> None:
+    """The answer counted and logged by its route template, status, time and actor."""
+    actor = scope.get("studio.actor")
+    _counter(scope["method"], route, status).inc()
+    logs.request_line(scope["method"], route, status, (time.monotonic() - started) * 1000,
+                      getattr(actor, "id", None))
 
 
 def _declared_small(scope: Scope) -> bool:

@@ -4,6 +4,7 @@ every open tab, the list of requests, and apply and cancel, the person's decisio
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -11,7 +12,6 @@ import uuid
 from collections.abc import Hashable
 from typing import Any
 
-from starlette.datastructures import Headers
 from starlette.requests import Request, cookie_parser
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import Scope
@@ -192,8 +192,8 @@ class Remembered:
 
     async def recall(self, scope: Scope, body: bytes) -> Kept | None:
         """The remembered answer to this request (`body`: the whole of a POST's), or None."""
-        headers = Headers(scope=scope)
-        cookie = cookie_parser(headers.get("cookie", "")).get(SESSION_COOKIE)
+        headers = _asked_with(scope["headers"])
+        cookie = _session_cookie(headers.get("cookie", ""))
         studio: Studio = scope["app"].state.studio
         if cookie is None or not studio.sessions.confirmed(cookie):
             return None
@@ -203,6 +203,26 @@ class Remembered:
         else:
             key = replay_key(kind, cookie, body)
         return await studio.memo.recall(key)
+
+
+# The headers the edge reads to find a remembered answer, each as Starlette's `Headers.get`
+# reads it: the first of its name.
+RECALL_HEADERS = frozenset({b"cookie", b"accept", b"hx-request", b"content-type"})
+
+
+def _asked_with(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for key, value in raw:
+        if key in RECALL_HEADERS:
+            headers.setdefault(key.decode("latin-1"), value.decode("latin-1"))
+    return headers
+
+
+@functools.lru_cache(maxsize=4096)
+def _session_cookie(header: str) -> str | None:
+    """The session cookie in a Cookie header, read as Starlette reads it; a tab sends the same
+    header with every poll, so each is parsed once."""
+    return cookie_parser(header).get(SESSION_COOKIE)
 
 
 async def apply_lease(request: Request) -> Response:

@@ -47,12 +47,15 @@ app = Starlette(routes=[
 def main() -> None:
     import uvicorn
 
+    from studio.config import from_environment
+    from studio.ops.cli import server_settings
+
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
-    # The same call as `studio serve` (studio/ops/cli.py), so only the handler differs.
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=False)
+    # The same settings as `studio serve` (studio/ops/cli.py), so only the handler differs.
+    uvicorn.run(app, host=args.host, port=args.port, **server_settings(from_environment()))
 
 
 if __name__ == "__main__":

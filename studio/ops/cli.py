@@ -17,7 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from studio import logs
 from studio.config import Settings, from_environment
@@ -88,15 +88,23 @@ def serve(args: argparse.Namespace) -> None:
              started["db"], started["address"], args.workers,
              ", trusting proxy headers" if settings.proxy_headers else "",
              extra={logs.FIELDS: started})
-    uvicorn.run(
-        "app:create_app", factory=True, host=args.host, port=args.port, workers=args.workers,
-        log_config=logs.dict_config(settings.log_format), access_log=False,
-        proxy_headers=settings.proxy_headers, forwarded_allow_ips=args.forwarded_allow_ips,
+    uvicorn.run("app:create_app", factory=True, host=args.host, port=args.port,
+                workers=args.workers, forwarded_allow_ips=args.forwarded_allow_ips,
+                **server_settings(settings))
+
+
+def server_settings(settings: Settings) -> dict[str, Any]:
+    """How uvicorn serves the studio (bench/bare.py serves its baseline the same way)."""
+    return {
+        "log_config": logs.dict_config(settings.log_format), "access_log": False,
+        "proxy_headers": settings.proxy_headers,
         # Bounds on what one client may hold: a header block, a connection idling between
         # requests, and connections in all (past it, 503). A front proxy adds more: README.
-        h11_max_incomplete_event_size=16 * 1024, limit_concurrency=settings.max_connections,
-        timeout_keep_alive=5,
-    )
+        "h11_max_incomplete_event_size": 16 * 1024,
+        "limit_concurrency": settings.max_connections, "timeout_keep_alive": 5,
+        # Answers do not name the server's software and version.
+        "server_header": False,
+    }
 
 
 COUNTERS_PREFIX = "studio-metrics-"

@@ -56,13 +56,22 @@ class Edge:
             await self.app(scope, receive, send)
             return
         started = time.monotonic()
+        unsafe = scope["method"] in UNSAFE_METHODS
+        timed = False  # whether `receive` is already timed
         # The route template of a request the edge may answer from memory.
         route = self.remembered.route(scope) if self.remembered is not None else None
-        if route is not None and scope["method"] not in UNSAFE_METHODS:
-            # A poll: no body to wait for and no cross-origin rule to apply, so it is answered
-            # here from memory when it may be, with nothing wrapped around `send`.
-            kept = await self._recall(scope, b"")
+        if route is not None:
+            kept = None
+            if not unsafe:
+                # A poll: no body to wait for, and no cross-origin rule to apply.
+                kept = await self._recall(scope, b"")
+            elif _declared_small(scope) and not _cross_origin(scope):
+                # A submission: its whole body read first, in time, and handed on unchanged.
+                body, receive = await _read_ahead(_in_time(receive, self.seconds))
+                timed = True
+                kept = None if body is None else await self._recall(scope, body)
             if kept is not None:
+                # Answered from memory, with nothing wrapped around `send`.
                 try:
                     await _send_kept(kept, send)
                 finally:
@@ -76,26 +85,18 @@ class Edge:
                 status = message["status"]
             await send(message)
 
-        answered: str | None = None  # set once the edge answered from memory: no router ran
         try:
-            if scope["method"] not in UNSAFE_METHODS:
+            if not unsafe:
                 await self.app(scope, receive, send_and_note)
             elif _cross_origin(scope):
                 refused = refusal_response(Request(scope, receive),
                                            Refusal("cross_origin_request"))
                 await refused(scope, receive, send_and_note)
             else:
-                timed = _in_time(receive, self.seconds)
-                if route is not None and _declared_small(scope):
-                    body, timed = await _read_ahead(timed)
-                    kept = None if body is None else await self._recall(scope, body)
-                    if kept is not None:
-                        answered = route
-                        await _send_kept(kept, send_and_note)
-                        return
-                await self.app(scope, timed, send_and_note)
+                await self.app(scope, receive if timed else _in_time(receive, self.seconds),
+                               send_and_note)
         finally:
-            _noted(scope, answered or _route_template(scope), status, started)
+            _noted(scope, _route_template(scope), status, started)
 
     async def _recall(self, scope: Scope, body: bytes) -> Kept | None:
         assert self.remembered is not None
@@ -166,12 +167,27 @@ def _in_time(receive: Receive, seconds: float) -> Receive:
         nonlocal body_read
         if body_read:
             return await receive()
+        # asyncio.timeout's rule, with one timer and no context manager: a receive() is on
+        # every submission's path.
+        task = asyncio.current_task()
+        assert task is not None
+        expired = False
+
+        def expire() -> None:
+            nonlocal expired
+            expired = True
+            task.cancel()
+
+        timer = asyncio.get_running_loop().call_later(seconds, expire)
         try:
-            async with asyncio.timeout(seconds):
-                message = await receive()
-        except TimeoutError:
-            # Raised inside the handler's read, so it answers through the usual refusal.
-            raise Refusal("request_timeout", headers={"Connection": "close"}) from None
+            message = await receive()
+        except asyncio.CancelledError:
+            if expired and task.uncancel() == 0:  # the timer's cancel, and no one else's
+                # Raised inside the handler's read, so it answers through the usual refusal.
+                raise Refusal("request_timeout", headers={"Connection": "close"}) from None
+            raise
+        finally:
+            timer.cancel()
         body_read = not message.get("more_body", False)
         return message
 

@@ -7,7 +7,6 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from starlette.applications import Starlette
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
@@ -102,7 +101,7 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             await asyncio.to_thread(local.stop_readers)
             await db.close()
 
-    return Starlette(
+    app = Starlette(
         routes=[
             # The hottest paths first: every open tab polls its lease once a second, and the
             # router tries routes in order.
@@ -168,8 +167,12 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             resource("/metrics", GET=metrics.metrics),
             Mount("/static", StaticFiles(directory=assets.folder("static")), name="static"),
         ],
-        middleware=[Middleware(Edge, client_timeout_seconds=settings.client_timeout_seconds,
-                              remembered=lease_views.Remembered())],
         exception_handlers=EXCEPTION_HANDLERS,
         lifespan=lifespan,
     )
+    # The edge outside Starlette's own layers: a request it answers from memory passes nothing
+    # else, and it sees every answer, a 500 of the error layer's included.
+    app.middleware_stack = Edge(app.build_middleware_stack(),
+                                client_timeout_seconds=settings.client_timeout_seconds,
+                                remembered=lease_views.Remembered())
+    return app

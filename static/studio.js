@@ -230,6 +230,9 @@
   document.addEventListener("htmx:sendError", function (event) {
     if (resendsSame(event.detail.elt)) { return; }  // it says so beside its own button
     if (isPoll(event.detail.elt)) {
+      // A poll that went unanswered must not hide what the person's own action was told.
+      var messages = document.getElementById("messages");
+      if (messages && messages.querySelector(":scope > :not([data-code=no_reply])")) { return; }
       say("No reply from the studio. The page keeps asking; nothing is lost.", "no_reply");
     } else {
       say("No reply from the studio. Try again; it is safe.", "no_reply");

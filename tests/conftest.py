@@ -82,6 +82,7 @@ def seeded_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db.row_factory = sqlite3.Row
     try:
         in_transaction(db, seed_demo)
+        in_transaction(db, backends.quick_passwords)
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         db.close()

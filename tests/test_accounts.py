@@ -39,6 +39,9 @@ def test_users_add_makes_an_account_a_running_studio_signs_in(tmp_path):
         assert added.returncode == 0, added.stderr
         assert "Added cleo@example.com" in added.stdout
         assert scalar(db_path, "SELECT email FROM actors") == "cleo@example.com"
+        # argon2id at its default cost (RFC 9106's second choice: 64 MiB, 3 passes, 4 lanes).
+        assert scalar(db_path, "SELECT password_hash FROM actors").startswith(
+            "$argon2id$v=19$m=65536,t=3,p=4$")
         with closing(client_for(server.url, "cleo@example.com", NEW_PASSWORD)) as client:
             assert client.get("/invoices").json() == []
         assert "studio users add" not in httpx.get(server.url + "/login").text

@@ -6,6 +6,7 @@ issue 14). The flood's effect on latency is measured in bench/, not here."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -19,8 +20,10 @@ from studio.accounts import auth, throttle
 from studio.accounts.auth import SESSION_COOKIE
 from studio.accounts.throttle import Limits
 from studio.errors import Refusal
-from studio.ops.demo import DEMO_PASSWORD
+from studio.ops.demo import DEMO_PASSWORD, seed_demo
 from studio.store.db import open_database
+from studio.store.sqlite import prepare
+from studio.store.transactions import in_transaction
 from tests.conftest import ADA, BEN, Running, rows, running, scalar
 
 pytestmark = pytest.mark.anyio
@@ -166,7 +169,7 @@ class CountedCheck:
         self.lock = threading.Lock()
         self.checks = 0
 
-    def __call__(self, password_hash: str, password: str) -> bool:
+    def __call__(self, password_hash: str | None, password: str) -> bool:
         with self.lock:
             self.checks += 1
         time.sleep(0.02)
@@ -348,3 +351,19 @@ async def test_correct_passwords_at_once_through_two_processes_all_get_in(settin
 def sessions_of_path(db_path: Any, email: str) -> int:
     return scalar(db_path, "SELECT COUNT(*) FROM sessions JOIN actors"
                   " ON actors.id = sessions.actor_id WHERE actors.email = ?", email)
+
+
+def test_the_demo_is_seeded_with_argon2_at_its_default_cost(tmp_path):
+    """The template the in-process tests copy carries quick hashes (tests/backends.py); the
+    demo a studio seeds for itself does not."""
+    db_path = tmp_path / "studio.db"
+    prepare(db_path)
+    db = sqlite3.connect(db_path, isolation_level=None)
+    db.row_factory = sqlite3.Row
+    try:
+        in_transaction(db, seed_demo)
+        hashes = [row[0] for row in db.execute("SELECT password_hash FROM actors")]
+    finally:
+        db.close()
+    assert len(hashes) == 2 and len(set(hashes)) == 2
+    assert all(h.startswith("$argon2id$v=19$m=65536,t=3,p=4$") for h in hashes), hashes

@@ -41,8 +41,14 @@ IN_FLIGHT_POLL_S = 0.1
 # A session's last use is written at most this often, so a poll is not a write; a tenth of
 # the idle limit when that is shorter, so a session in steady use never reaches it.
 TOUCH_EVERY_S = 60.0
-# Verifying against this keeps an unknown email as slow as a wrong password.
-_NOBODY_HASH = hasher.hash(secrets.token_hex(16))
+
+
+@functools.cache
+def _nobody_hash() -> str:
+    """Verifying against this keeps an unknown email as slow as a wrong password. Made when a
+    process first checks a password, not when it imports this module: a `studio` command that
+    signs nobody in does not pay for an argon2 hash."""
+    return hasher.hash(secrets.token_hex(16))
 
 
 @dataclass(frozen=True)
@@ -98,8 +104,9 @@ class Sessions:
             return _session_key(token)
         raise Refusal("not_signed_in")
 
-    async def verify_password(self, password_hash: str, password: str) -> bool:
-        """argon2 on a worker thread, a few at a time: a sign-in never blocks the event loop."""
+    async def verify_password(self, password_hash: str | None, password: str) -> bool:
+        """argon2 on a worker thread, a few at a time: a sign-in never blocks the event loop.
+        No hash (an unknown email) is checked against a stand-in, as slowly, and never matches."""
         async with self._password_slots:
             return await asyncio.to_thread(_verify_password, password_hash, password)
 
@@ -124,8 +131,7 @@ class Sessions:
         vouched = previous is not None and await self._signed_in_as(presented, email)
         attempt = await self._begin_attempt(email, address, vouched)
         row = await self.db.read(_actor_by_email, email)
-        matched = await self.verify_password(
-            row["password_hash"] if row else _NOBODY_HASH, password)
+        matched = await self.verify_password(row["password_hash"] if row else None, password)
         if not matched or row is None:
             await self.db.write(throttle.failed, attempt)
             raise Refusal("invalid_credentials")
@@ -206,7 +212,10 @@ class Sessions:
         return self._current_until.get(key, 0.0) > time.monotonic()
 
 
-def _verify_password(password_hash: str, password: str) -> bool:
+def _verify_password(password_hash: str | None, password: str) -> bool:
+    if password_hash is None:
+        _verify_password(_nobody_hash(), password)
+        return False
     try:
         return hasher.verify(password_hash, password)
     except (VerificationError, InvalidHashError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import re
@@ -56,21 +57,54 @@ def _short_expect_timeout() -> None:
     expect.set_options(timeout=10_000)
 
 
+FAILED_CALL = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Iterator[pytest.TestReport]:
+    report = yield
+    if report.when == "call":
+        item.stash[FAILED_CALL] = report.failed
+    return report
+
+
 @pytest.fixture
-def page(chromium: Browser) -> Iterator[Page]:
+def page(chromium: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
     """A fresh browser context per test; any script error or 5xx fails the test, so nothing
-    fails silently."""
+    fails silently. When a test fails, what the page asked and was told, its messages and the
+    end of the server's log are printed with it."""
     context = chromium.new_context()
     page = context.new_page()
     problems: list[str] = []
+    seen: list[str] = []
     page.on("pageerror", lambda error: problems.append(f"script error: {error}"))
     page.on("response", lambda reply: problems.append(f"{reply.status} {reply.url}")
             if reply.status >= 500 else None)
+    page.on("request", lambda asked: seen.append(f"{time.monotonic():.3f} asked"
+                                                 f" {asked.method} {asked.url}"))
+    page.on("requestfinished", lambda asked: seen.append(
+        f"{time.monotonic():.3f} answered {asked.method} {asked.url}"))
+    page.on("requestfailed", lambda asked: seen.append(
+        f"{time.monotonic():.3f} failed {asked.method} {asked.url}: {asked.failure}"))
+    page.on("console", lambda said: seen.append(f"console {said.type}: {said.text}"))
     try:
         yield page
+        if request.node.stash.get(FAILED_CALL, False):
+            print_what_the_page_saw(page, seen, request)
     finally:
         context.close()
     assert not problems, problems
+
+
+def print_what_the_page_saw(page: Page, seen: list[str], request: pytest.FixtureRequest
+                            ) -> None:
+    print("--- what the page asked and was told ---", *seen[-60:], sep="\n")
+    with contextlib.suppress(Exception):
+        print("--- #messages:", page.locator("#messages").inner_text(timeout=1000))
+    if "studio" in request.fixturenames:
+        log = request.getfixturevalue("studio").server.log().splitlines()
+        print("--- the end of the server's log ---", *log[-60:], sep="\n")
 
 
 @dataclass

@@ -185,6 +185,14 @@ def sign_in(page: Page, url: str, email: str = ADA) -> None:
     expect(page).to_have_url(url + "/invoices")
 
 
+def type_customer(page: Page, name: str) -> None:
+    """Type a draft's customer and wait for the picker's answer to land: the matches it shows
+    above the lines push the buttons below down, and a click aimed before they moved lands on
+    whatever moved under it."""
+    page.get_by_label("Customer").fill(name)
+    expect(page.locator("#customer-matches > *")).not_to_have_count(0)
+
+
 def review_url(studio: Studio, *numbers: str, candidates: int = 1, provider: str = "local"
                ) -> str:
     query = "&".join(f"invoice_id={studio.invoice_id(number)}" for number in numbers)

@@ -76,3 +76,41 @@ async def test_a_database_lost_while_serving_is_503_and_comes_back_by_itself(set
     finally:
         cut_off(allowed=True)
         admin.close()
+
+
+@pytest.mark.skipif(not backends.ON_POSTGRES, reason="the PostgreSQL pass")
+async def test_a_presence_stopped_while_it_is_taken_leaves_no_connection_open(tmp_path):
+    """The mail worker takes its presence as the studio starts; a studio shut down at that
+    moment cancels the taking. The connection already made is closed then, not left open until
+    the garbage collector finds it (which psycopg reports as a ResourceWarning in whatever
+    test runs next)."""
+    import psycopg
+
+    from studio.store import presence
+
+    url = backends.database_url(tmp_path / "studio.db")
+    key = presence.lock_key(presence._lock_name("outbox-1"))
+    with psycopg.connect(url, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (key,))  # so the taking waits
+        here = presence.Presence("outbox-1", database_url=url)
+        taking = asyncio.create_task(here.start())
+
+        def waiting() -> int:
+            return holder.execute(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock'").fetchone()[0]
+
+        deadline = time.monotonic() + 10
+        while waiting() == 0:
+            assert time.monotonic() < deadline, "the presence never waited for its lock"
+            await asyncio.sleep(0.02)
+        connection = here._connection
+        assert connection is not None and not connection.closed
+        taking.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await taking
+        assert connection.closed and here._connection is None
+        others = holder.execute(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid()").fetchone()[0]
+        assert others == 0

@@ -90,7 +90,13 @@ class Presence:
         self._keeper: asyncio.Task[None] | None = None
 
     async def start(self) -> Presence:
-        await self._take()
+        try:
+            await self._take()
+        except BaseException:
+            # Stopped (or failed) while taking it, e.g. a studio shut down as it started: a
+            # connection already made is closed here, not left open to whoever collects it.
+            await self._drop()
+            raise
         if self.database_url:
             self._keeper = asyncio.create_task(self._keep())
         return self

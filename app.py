@@ -74,32 +74,37 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         db = await open_database(settings).open()
-        if settings.demo:
-            await ensure_demo(db, settings)
-        known = Providers(settings, providers)
-        worker = Worker(db, known, settings)
-        app.state.studio = Studio(
-            settings=settings, db=db, sessions=sessions_for(db, settings),
-            providers=known, worker=worker if settings.embedded_worker else None,
-            templates=Jinja2Templates(directory=assets.folder("templates")), memo=Memo(db),
-        )
-        app.state.attachment_store = store = store_for(settings)
-        background = []
-        if settings.embedded_worker:
-            background.append(asyncio.create_task(worker.run()))
-        if settings.sweeper:
-            background.append(asyncio.create_task(sweep(db, settings)))
-            background.append(asyncio.create_task(
-                attachments.sweep_forever(db, store.ensure())))
+        background: list[asyncio.Task[None]] = []
+        # Whatever fails or is stopped once the database is open closes it again, and stops
+        # what was started: nothing is left open behind a studio that did not start.
         try:
+            if settings.demo:
+                await ensure_demo(db, settings)
+            known = Providers(settings, providers)
+            worker = Worker(db, known, settings)
+            app.state.studio = Studio(
+                settings=settings, db=db, sessions=sessions_for(db, settings),
+                providers=known, worker=worker if settings.embedded_worker else None,
+                templates=Jinja2Templates(directory=assets.folder("templates")),
+                memo=Memo(db),
+            )
+            app.state.attachment_store = store = store_for(settings)
+            folder = store.ensure() if settings.sweeper else None
+            if settings.embedded_worker:
+                background.append(asyncio.create_task(worker.run()))
+            if folder is not None:
+                background.append(asyncio.create_task(sweep(db, settings)))
+                background.append(asyncio.create_task(attachments.sweep_forever(db, folder)))
             yield
         finally:
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
-            await asyncio.to_thread(documents.stop_renderers)
-            await asyncio.to_thread(local.stop_readers)
-            await db.close()
+            try:
+                await asyncio.to_thread(documents.stop_renderers)
+                await asyncio.to_thread(local.stop_readers)
+            finally:
+                await db.close()
 
     app = Starlette(
         routes=[

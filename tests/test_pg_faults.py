@@ -114,3 +114,23 @@ async def test_a_presence_stopped_while_it_is_taken_leaves_no_connection_open(tm
             "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database()"
             " AND pid <> pg_backend_pid()").fetchone()[0]
         assert others == 0
+
+
+@pytest.mark.skipif(not backends.ON_POSTGRES, reason="the PostgreSQL pass")
+async def test_the_version_asked_after_shutdown_opens_no_connection(tmp_path):
+    """A request still asking for the database's version once the studio closed its database
+    reads afresh (None) and opens no new connection that nobody would close."""
+    import psycopg
+
+    from studio.store.postgres import Versions
+
+    url = backends.database_url(tmp_path / "studio.db")
+    versions = Versions(url)
+    assert await versions.current() is not None
+    await versions.close()
+    assert await versions.current() is None
+    await asyncio.sleep(0.1)
+    assert versions._connection is None
+    with psycopg.connect(url, autocommit=True) as look:
+        assert look.execute("SELECT COUNT(*) FROM pg_stat_activity WHERE datname ="
+                            " current_database() AND pid <> pg_backend_pid()").fetchone()[0] == 0

@@ -199,3 +199,43 @@ async def test_a_send_queued_while_the_server_was_long_down_leaves_within_a_minu
         finally:
             smtp.stop()
         await anyio.sleep(0)
+
+
+@pytest.mark.parametrize("refusal", [b"454 4.7.0 TLS not available now", b"501 5.5.4 Syntax"])
+def test_a_server_that_refuses_starttls_gets_its_connection_closed(refusal: bytes) -> None:
+    """A server that offers STARTTLS and then refuses it: the studio gives up on that try and
+    closes the connection, rather than leaving the socket open for the garbage collector."""
+    import smtplib
+    import socket
+    import threading
+
+    from studio.addresses import mail_server
+    from studio.mail import smtp
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    heard: list[bytes] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.settimeout(10)
+            conn.sendall(b"220 mail.test ready\r\n")
+            reader = conn.makefile("rb")
+            reader.readline()  # EHLO
+            conn.sendall(b"250-mail.test\r\n250 STARTTLS\r\n")
+            heard.append(reader.readline())  # STARTTLS
+            conn.sendall(refusal + b"\r\n")
+            heard.append(reader.read())  # what follows until the studio hangs up
+
+    server = threading.Thread(target=serve)
+    server.start()
+    try:
+        with pytest.raises(smtplib.SMTPResponseException):
+            smtp._connect(mail_server(f"smtp://127.0.0.1:{port}"), timeout=10)
+        server.join(10)
+        assert not server.is_alive(), "the studio kept the connection open"
+    finally:
+        listener.close()
+    assert heard[0].upper().startswith(b"STARTTLS")
+    assert heard[1] == b""  # closed at once, nothing more said

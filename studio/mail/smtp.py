@@ -166,10 +166,14 @@ def _connect(server: MailServer, timeout: float) -> smtplib.SMTP:
     if server.scheme == "smtps":
         return _TlsClient(server.host, server.port, timeout=timeout, context=tls)
     client = _Client(server.host, server.port, timeout=timeout)
-    client.ehlo_or_helo_if_needed()
-    if client.has_extn("starttls"):
-        client.starttls(context=tls)
-        client.ehlo()
+    try:
+        client.ehlo_or_helo_if_needed()
+        if client.has_extn("starttls"):
+            client.starttls(context=tls)
+            client.ehlo()
+    except BaseException:
+        client.close()  # a greeting or STARTTLS refused: the socket is not left open
+        raise
     return client
 
 

@@ -449,13 +449,17 @@ class Delivery:
             # meanwhile; one still talking after that is not handed back: the server may have
             # the message, so it is tried again, under the same Message-ID, once this worker
             # is gone.
-            if running:
-                await asyncio.wait(list(running), timeout=STOPPING_WAIT_S)
-            keeper.cancel()
-            for job in list(running):
-                job.cancel()
-            await asyncio.gather(keeper, *running, return_exceptions=True)
-            await here.close()
+            try:
+                if running:
+                    await asyncio.wait(list(running), timeout=STOPPING_WAIT_S)
+            finally:
+                keeper.cancel()
+                for job in list(running):
+                    job.cancel()
+                try:
+                    await asyncio.gather(keeper, *running, return_exceptions=True)
+                finally:
+                    await here.close()  # even when stopped a second time meanwhile
 
     async def claim(self) -> dict[str, Any] | None:
         if not await self.db.read(outbox.any_due):

@@ -409,8 +409,11 @@ class Versions:
         self._asked: asyncio.Future[str | None] | None = None  # waiting for the next reading
         self._reading: asyncio.Task[None] | None = None
         self._retry_at = 0.0
+        self._closed = False
 
     async def current(self) -> str | None:
+        if self._closed:  # shut down: no new connection is made for a late request
+            return None
         if self._asked is None:
             self._asked = asyncio.get_running_loop().create_future()
             if self._reading is None:
@@ -424,6 +427,8 @@ class Versions:
                 # One turn of the event loop first: the requests already on their way join
                 # this reading (under load about twelve to a reading instead of seven).
                 await asyncio.sleep(0)
+                if self._closed or self._asked is None:
+                    break
                 asked, self._asked = self._asked, None
                 version: str | None = None  # if cancelled: unknown, so read afresh
                 try:
@@ -459,6 +464,7 @@ class Versions:
                 await connection.close()
 
     async def close(self) -> None:
+        self._closed = True
         if self._reading is not None:
             self._reading.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -6,7 +6,6 @@ issue 14). The flood's effect on latency is measured in bench/, not here."""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -21,8 +20,8 @@ from studio.accounts.auth import SESSION_COOKIE
 from studio.accounts.throttle import Limits
 from studio.errors import Refusal
 from studio.ops.demo import DEMO_PASSWORD, seed_demo
+from studio.store import sqlite as sqlite_store
 from studio.store.db import open_database
-from studio.store.sqlite import prepare
 from studio.store.transactions import in_transaction
 from tests.conftest import ADA, BEN, Running, rows, running, scalar
 
@@ -356,10 +355,7 @@ def sessions_of_path(db_path: Any, email: str) -> int:
 def test_the_demo_is_seeded_with_argon2_at_its_default_cost(tmp_path):
     """The template the in-process tests copy carries quick hashes (tests/backends.py); the
     demo a studio seeds for itself does not."""
-    db_path = tmp_path / "studio.db"
-    prepare(db_path)
-    db = sqlite3.connect(db_path, isolation_level=None)
-    db.row_factory = sqlite3.Row
+    db = sqlite_store.connect(tmp_path / "studio.db")
     try:
         in_transaction(db, seed_demo)
         hashes = [row[0] for row in db.execute("SELECT password_hash FROM actors")]

@@ -427,7 +427,7 @@ class Versions:
                 # One turn of the event loop first: the requests already on their way join
                 # this reading (under load about twelve to a reading instead of seven).
                 await asyncio.sleep(0)
-                if self._closed or self._asked is None:
+                if self._closed:  # closed while this turn passed
                     break
                 asked, self._asked = self._asked, None
                 version: str | None = None  # if cancelled: unknown, so read afresh

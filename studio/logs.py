@@ -74,9 +74,9 @@ class Lines(logging.StreamHandler):  # type: ignore[type-arg]
     A line per request is on the studio's hottest path, where a write of its own per line
     cost about as much as answering a remembered poll. Lines given during one turn of the event
     loop are written together, in order, as the next turn starts, a fraction of a millisecond
-    later; lines from a thread without a running loop are written at once, with any still
-    waiting before them. At exit logging's shutdown writes what is left; only a kill -9 can
-    lose the lines of the turn it interrupts."""
+    later; lines from a thread without a running loop are written with them when such a write
+    is due, else at once, with any still waiting before them. At exit logging's shutdown
+    writes what is left; only a kill -9 can lose the lines of the turn it interrupts."""
 
     # The handler `dict_config` made last: `request_line` hands it whole lines.
     configured: Lines | None = None
@@ -98,6 +98,9 @@ class Lines(logging.StreamHandler):  # type: ignore[type-arg]
     def add(self, line: str) -> None:
         with self.lock:
             self._waiting.append(line)
+        pending = self._flush_on
+        if pending is not None and pending.is_running():
+            return  # written by the write already due on that loop's next turn
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from studio.store.sqlite import SqliteDatabase
+from tests import backends
 from tests.conftest import execute, lease_body, wait_for_status
 
 pytestmark = pytest.mark.anyio
@@ -107,3 +111,37 @@ async def test_the_edge_answers_a_remembered_poll_and_replay_exactly_as_the_hand
     recalled.clear()
     assert (await client.get(f"/leases/{lease_id}")).json()["status"] == "expired"
     assert recalled == [False]
+
+
+@backends.sqlite_only
+async def test_the_version_is_read_once_a_turn_and_never_before_a_request_arrived(tmp_path):
+    """SQLite's version is read once per turn of the event loop, for the requests whose steps
+    were scheduled before the reading (studio/store/sqlite.py `version`); a step scheduled
+    after it, or the task that took it, reads again and sees a commit made since."""
+    path = tmp_path / "studio.db"
+    db = await SqliteDatabase(path).open()
+    statements: list[str] = []
+
+    async def arrived() -> int:  # a request, in a task of its own, as uvicorn runs each
+        return await db.version()
+
+    try:
+        db._watch.set_trace_callback(statements.append)
+        first = await db.version()
+        # Another connection commits; a request scheduled after the reading reads again.
+        execute(path, "CREATE TABLE seen (x)")
+        after = await asyncio.ensure_future(arrived())
+        assert after != first and len(statements) == 2
+
+        # The task that took a reading reads again, within the same step.
+        mine = await db.version()
+        execute(path, "CREATE TABLE seen_again (x)")
+        assert await db.version() != mine
+
+        # Three requests already waiting when the turn began: one reading between them.
+        statements.clear()
+        readings = await asyncio.gather(*(arrived() for _ in range(3)))
+        assert len(statements) == 1 and len(set(readings)) == 1
+        assert readings[0] == await asyncio.ensure_future(arrived())  # nothing committed since
+    finally:
+        await db.close()

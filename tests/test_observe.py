@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from contextlib import closing
 
 import anyio
@@ -215,7 +216,7 @@ def test_a_text_line_carries_its_fields_then_its_traceback_and_stack() -> None:
 def test_request_lines_are_written_once_per_turn_in_order_and_as_logging_writes_them(
         log_format: str) -> None:
     """`studio serve`'s handler (studio.logs.Lines) writes the lines of one turn of the event
-    loop in one write, in the order given, and a request line handed to it whole reads exactly
+    loop in one write, in the order given (a thread's too), and a request line handed to it whole reads exactly
     as the same line logged through a record; outside a loop a line is written at once."""
     import io
     import logging
@@ -243,6 +244,11 @@ def test_request_lines_are_written_once_per_turn_in_order_and_as_logging_writes_
             logs.request_line("GET", "/leases/{lease_id}", 200, 1.25, None)
             logging.getLogger("studio.change").info("a change")
             logs.request_line("POST", "/leases", 201, 14.2, "actor-1")
+            # A thread's line while the loop's write is due joins that write.
+            thread = threading.Thread(
+                target=logging.getLogger("studio.change").info, args=("from a thread",))
+            thread.start()
+            thread.join()
             before = list(writes)  # nothing written within the turn
             await anyio.sleep(0)
             await anyio.sleep(0)
@@ -257,7 +263,8 @@ def test_request_lines_are_written_once_per_turn_in_order_and_as_logging_writes_
             else "GET /leases/{lease_id} 200 1.2ms",
             "studio.change a change" if log_format == "text" else "a change",
             "studio.request POST /leases 201 14.2ms actor_id=actor-1" if log_format == "text"
-            else "POST /leases 201 14.2ms"]
+            else "POST /leases 201 14.2ms",
+            "studio.change from a thread" if log_format == "text" else "from a thread"]
 
         # The same line through a record, as logging writes it when another handler listens.
         writes.clear()

@@ -216,8 +216,9 @@ def test_a_text_line_carries_its_fields_then_its_traceback_and_stack() -> None:
 def test_request_lines_are_written_once_per_turn_in_order_and_as_logging_writes_them(
         log_format: str) -> None:
     """`studio serve`'s handler (studio.logs.Lines) writes the lines of one turn of the event
-    loop in one write, in the order given (a thread's too), and a request line handed to it whole reads exactly
-    as the same line logged through a record; outside a loop a line is written at once."""
+    loop in one write, in the order given (a thread's too), and a request line handed to it
+    whole reads exactly as the same line logged through a record; outside a loop a line is
+    written at once."""
     import io
     import logging
     import logging.config

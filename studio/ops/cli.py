@@ -129,14 +129,14 @@ async def _work() -> None:
 
     settings = from_environment()
     db = await open_database(settings).open()
-    worker = Worker(db, Providers(settings), settings)
-    runner = asyncio.create_task(worker.run())
-    loop = asyncio.get_running_loop()
-    for stop in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(stop, runner.cancel)
-    logging.getLogger("studio.worker").info("worker %s started on %s", worker.name,
-                                            db.path)
     try:
+        worker = Worker(db, Providers(settings), settings)
+        runner = asyncio.create_task(worker.run())
+        loop = asyncio.get_running_loop()
+        for stop in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(stop, runner.cancel)
+        logging.getLogger("studio.worker").info("worker %s started on %s", worker.name,
+                                                db.path)
         await runner
     except asyncio.CancelledError:
         pass

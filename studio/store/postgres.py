@@ -329,7 +329,13 @@ class PgDatabase:
             self.url, min_size=min(2, self.pool_size), max_size=self.pool_size,
             kwargs={"autocommit": True, "connect_timeout": 10, **KEEPALIVES}, configure=_set_up,
             open=False, timeout=POOL_WAIT_S)
-        await asyncio.to_thread(self._pool.open, True, 30.0)
+        try:
+            await asyncio.to_thread(self._pool.open, True, 30.0)
+        except BaseException:
+            # The database did not answer in time, or the studio stopped as it started: the
+            # pool's threads would otherwise go on connecting in the background.
+            await self.close()
+            raise
         return self
 
     async def close(self) -> None:

@@ -107,7 +107,11 @@ class Presence:
             folder = _folder(self.database_path)
             folder.mkdir(mode=0o700, exist_ok=True)
             fd = os.open(_file(self.database_path, self.worker), os.O_RDWR | os.O_CREAT, 0o600)
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the name is this process's alone
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the name is this process's alone
+            except BaseException:
+                os.close(fd)  # refused (a file system without locks): the file is not kept open
+                raise
             self._fd = fd
             return
         import psycopg

@@ -145,17 +145,19 @@ class SqliteDatabase:
 
     async def open(self) -> SqliteDatabase:
         prepare(self.path)
-        self._writer = await aiosqlite.connect(self.path, isolation_level=None)
-        await self._writer._execute(_set_up, self._writer._conn)
-        for _ in range(READERS):
-            reader = await aiosqlite.connect(self.path, isolation_level=None)
-            await reader._execute(_set_up, reader._conn)
-            self._readers.append(reader)
-        # Only ever asked for `PRAGMA data_version`: a counter in shared memory, no I/O.
-        self._watch = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        _set_up(self._watch)
-        self._watching = self._watch.cursor()
-        self._watching.row_factory = None  # one number: a plain tuple, no Row to make
+        try:
+            self._writer = await _connected(self.path)
+            for _ in range(READERS):
+                self._readers.append(await _connected(self.path))
+            # Only ever asked for `PRAGMA data_version`: a counter in shared memory, no I/O.
+            self._watch = sqlite3.connect(self.path, isolation_level=None,
+                                          check_same_thread=False)
+            _set_up(self._watch)
+            self._watching = self._watch.cursor()
+            self._watching.row_factory = None  # one number: a plain tuple, no Row to make
+        except BaseException:
+            await self.close()  # no connection, nor its thread, outlives a failed open
+            raise
         return self
 
     async def close(self) -> None:
@@ -212,6 +214,16 @@ class SqliteDatabase:
         """Run one read-only unit on a reader's thread, as one snapshot."""
         reader = self._readers[next(self._next_reader)]
         return await reader._execute(in_snapshot, reader._conn, unit, *args)
+
+
+async def _connected(path: Path) -> aiosqlite.Connection:
+    connection = await aiosqlite.connect(path, isolation_level=None)
+    try:
+        await connection._execute(_set_up, connection._conn)
+    except BaseException:
+        await connection.close()
+        raise
+    return connection
 
 
 def _set_up(db: sqlite3.Connection) -> None:

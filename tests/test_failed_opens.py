@@ -90,3 +90,26 @@ async def test_a_postgres_pool_that_fails_to_fill_is_closed(tmp_path, monkeypatc
         assert len(pools) == 1 and pools[0].closed, "the pool was left open, connecting"
     finally:
         backends.drop(tmp_path / "studio.db")
+
+
+@backends.sqlite_only
+async def test_a_demo_receipt_that_cannot_be_stored_leaves_no_temporary_file(settings,
+                                                                             monkeypatch):
+    """The demo attaches a receipt to a draft as an upload would; a disk that fills while the
+    receipt is written leaves nothing in the store's incoming folder."""
+    from studio.ops import demo
+    from studio.store import uploads
+    from studio.store.db import open_database
+
+    def full(part: uploads.FilePart) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(uploads.FilePart, "_sync", full)
+    db = await open_database(settings).open()
+    try:
+        with pytest.raises(OSError):
+            await demo.attach_receipts(db, settings, ["ada@example.com"])
+    finally:
+        await db.close()
+    incoming = demo.store_for(settings).incoming
+    assert incoming.is_dir() and list(incoming.iterdir()) == []

@@ -76,7 +76,8 @@ class Lines(logging.StreamHandler):  # type: ignore[type-arg]
     loop are written together, in order, as the next turn starts, a fraction of a millisecond
     later; lines from a thread without a running loop are written with them when such a write
     is due, else at once, with any still waiting before them. At exit logging's shutdown
-    writes what is left; only a kill -9 can lose the lines of the turn it interrupts."""
+    writes what is left; only a kill -9 can lose the lines of the turn it interrupts (or of
+    a loop closed with its write still due, which waits for the next line or the exit)."""
 
     # The handler `dict_config` made last: `request_line` hands it whole lines.
     configured: Lines | None = None

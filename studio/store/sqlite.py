@@ -184,15 +184,18 @@ class SqliteDatabase:
     async def version(self) -> int:
         """A number that changes whenever any other connection commits to the file.
 
-        Read at most once per turn of the event loop, which is as fresh as a reading of each
-        request's own. The reading is forgotten by a callback scheduled as it is taken, and the
-        loop runs callbacks in the order they were scheduled; so another task given it is
-        running a step scheduled before the reading, and everything that step waited for (a
-        request, its body) had arrived before the reading. Each request served so (a server
-        like uvicorn runs each in a task of its own, created once it has arrived) still sees
-        every commit acknowledged before it arrived. The task that took the reading reads
-        afresh: one that calls the app itself, as a test client does, may run a second request
-        in the same step, after learning of a commit outside the loop.
+        Read once and shared until a callback scheduled as it is taken forgets it, which is as
+        fresh as a reading of each request's own. The loop runs callbacks in the order they
+        were scheduled, so another task given the reading is running a step scheduled before
+        it was taken: whatever that step was woken for (a request, its body, a thread's result)
+        had arrived before the reading. Under uvicorn (a task per request, made once its head
+        has arrived; a pipelined request's bytes read only after the previous answer) and with
+        handlers that read their whole body before awaiting anything else, as the memo's do,
+        each request thus still sees every commit acknowledged before it arrived. The task that
+        took the reading reads afresh: one that calls the app itself, as a test client does,
+        may run a second request in the same step, after learning of a commit outside the loop
+        (a test client that commits that way while another task reads can still be given the
+        earlier number; nothing the studio serves commits on the loop's own thread).
 
         On the hottest path, a burst of polls, this saves a request the statement and its two
         `fcntl` calls (SQLite's shared-memory read lock)."""

@@ -17,6 +17,7 @@ from studio.accounts.auth import SESSION_COOKIE
 from studio.leasing import leases
 from studio.ops.demo import DEMO_PASSWORD
 from studio.store import transactions as store
+from tests import backends
 from tests.conftest import ADA, BEN, Running, execute, lease_body, rows, running, scalar
 
 pytestmark = pytest.mark.anyio
@@ -199,3 +200,29 @@ async def test_a_session_in_constant_use_outlives_an_idle_limit_under_a_minute(s
         now = time.time()
         seen = sorted(now - row["last_seen_at"] for row in session_rows(studio))
         assert seen[0] < idle < seen[1]  # in use, recorded; the unused one is left to the sweeper
+
+
+@backends.postgres_only
+async def test_the_sweep_passes_over_a_session_whose_lease_another_host_holds(studio):
+    """A host paused inside an apply holds that lease's row: the sweep ends every other
+    expired session at once, and that one the next round after the lease is let go."""
+    import psycopg
+
+    ada, ben = await studio.signed_in(), await studio.signed_in(BEN)
+    held = await open_lease(studio, ada, "held")
+    reply = await ben.post("/leases", json=lease_body(studio.invoice_ids(BEN)[:1], "free"))
+    free = reply.json()["lease_id"]
+    long_ago = time.time() - IDLE - 5
+    execute(studio.settings.db_path, "UPDATE sessions SET last_seen_at = ?, created_at = ?",
+            long_ago, long_ago)
+    with psycopg.connect(backends.database_url(studio.settings.db_path)) as other_host:
+        other_host.execute("SELECT id FROM leases WHERE id = %s FOR UPDATE", (held,))
+        with anyio.fail_after(10):  # waiting for the held row would wait as long as its host
+            ended = await studio.studio.db.write(leases.end_expired_sessions, IDLE, MOST)
+        assert ended == 1 and session_rows(studio, BEN) == [] and session_rows(studio)
+        assert lease_row(studio, free)["ended_reason"] == "session_expired"
+        assert lease_row(studio, held)["status"] == "open"
+        other_host.rollback()
+    assert await studio.studio.db.write(leases.end_expired_sessions, IDLE, MOST) == 1
+    assert session_rows(studio) == []
+    assert lease_row(studio, held)["ended_reason"] == "session_expired"

@@ -23,6 +23,7 @@ from studio.accounts import throttle
 from studio.accounts.throttle import Limits
 from studio.errors import Refusal, storage_full
 from studio.store.db import Database
+from studio.store.dialect import dialect_of
 from studio.store.transactions import clock
 
 log = logging.getLogger(__name__)
@@ -269,12 +270,14 @@ def _touch_session(db: sqlite3.Connection, session_id: str, now: float) -> None:
 
 
 def expired_sessions(db: sqlite3.Connection, now: float | None, idle_seconds: float,
-                     max_seconds: float) -> list[str]:
-    """Sessions past their absolute life, or unused for longer than the idle limit."""
+                     max_seconds: float, skip_locked: bool = False) -> list[str]:
+    """Sessions past their absolute life, or unused for longer than the idle limit;
+    `skip_locked` locks them, passing over any another transaction holds (one in use now)."""
     now = clock(now)
     return [row[0] for row in db.execute(
-        "SELECT id FROM sessions WHERE created_at <= ?"
-        " OR COALESCE(last_seen_at, created_at) <= ?",
+        "SELECT id FROM sessions WHERE (created_at <= ?"
+        " OR COALESCE(last_seen_at, created_at) <= ?)"
+        f" {dialect_of(db).skip_locked_row if skip_locked else ''}",
         (now - max_seconds, now - idle_seconds),
     )]
 

@@ -266,10 +266,27 @@ def end_expired_sessions(db: sqlite3.Connection, idle_seconds: float, max_second
     """The sweeper's share of session expiry: an expired session ends like a sign-out, its
     live leases expired with reason `session_expired`. Returns how many sessions ended."""
     now = clock(now)
-    expired = expired_sessions(db, now, idle_seconds, max_seconds)
-    for session_id in expired:
+    ended = 0
+    for session_id in expired_sessions(db, now, idle_seconds, max_seconds, skip_locked=True):
+        if _leases_held_elsewhere(db, session_id):
+            continue  # a lease of it is being applied or proposed: ended next round
         end_session(db, session_id, now, reason="session_expired")
-    return len(expired)
+        ended += 1
+    return ended
+
+
+def _leases_held_elsewhere(db: sqlite3.Connection, session_id: str) -> bool:
+    """Whether another transaction holds one of the session's live leases. The sweep passes
+    over such a session rather than wait: a host paused inside an apply would otherwise hold
+    up the expiry of every other account's sessions. The leases it could lock stay locked
+    by this transaction, as ending the session needs."""
+    skip_locked = dialect_of(db).skip_locked_row
+    if not skip_locked:
+        return False  # SQLite: one writer at a time, nothing is held elsewhere
+    live = "SELECT id FROM leases WHERE session_id = ? AND status IN ('open', 'proposed')"
+    every = db.execute(live, (session_id,)).fetchall()
+    free = db.execute(f"{live} {skip_locked}", (session_id,)).fetchall()
+    return len(free) < len(every)
 
 
 def proposal_of(row: sqlite3.Row) -> dict[str, Any]:

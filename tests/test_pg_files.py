@@ -10,15 +10,25 @@ import os
 import sqlite3
 import time
 
+import anyio
 import httpx
 import pytest
 
 from bench.uploads import peak_rss_mb, reset_peak
 from studio.billing import attachments
-from studio.store.dialect import account_lock, hold
+from studio.store.dialect import account_lock, hold, lock_key
 from studio.store.stores import CHUNK_BYTES, DatabaseStore
 from tests import backends
-from tests.conftest import execute, rows, scalar, sign_in, start_server, studio_command
+from tests.conftest import (
+    ADA,
+    BEN,
+    execute,
+    rows,
+    scalar,
+    sign_in,
+    start_server,
+    studio_command,
+)
 from tests.test_attachment_processes import draft_of_ada, pdf_of
 from tests.test_attachments import arriving, content_of, draft_id, files, send, stored
 
@@ -243,3 +253,32 @@ async def test_studio_check_finds_a_damaged_or_missing_chunk(studio):
     execute(db_path, "DELETE FROM stored_chunks WHERE file_id = ? AND position = 1", file_id)
     missing = studio_command(db_path, "check")
     assert missing.returncode == 1 and "integrity: FAILED" in missing.stdout
+
+
+async def test_the_sweep_passes_over_an_account_another_host_holds(studio):
+    """A host paused inside one account's write holds that account's lock: the orphan sweep
+    removes every other account's unnamed bytes at once, without waiting for it (and so
+    without holding their locks meanwhile), and that account's the round after it lets go."""
+    import psycopg
+
+    db_path = studio.settings.db_path
+    store = studio.app.state.attachment_store
+    owners = {email: scalar(db_path, "SELECT id FROM actors WHERE email = ?", email)
+              for email in (ADA, BEN)}
+    long_ago = time.time() - attachments.ORPHAN_GRACE_S - 60
+    for email, owner in owners.items():
+        execute(db_path, "INSERT INTO stored_files (id, owner_id, sha256, size, created_at,"
+                " written_at, placed_at) VALUES (?, ?, ?, 0, ?, ?, ?)", f"unnamed-{email}",
+                owner, hashlib.sha256(email.encode()).hexdigest(), long_ago, long_ago, long_ago)
+
+    def left() -> list[str]:
+        return sorted(row[0] for row in rows(
+            db_path, "SELECT id FROM stored_files WHERE id LIKE 'unnamed-%'"))
+
+    with psycopg.connect(backends.database_url(db_path), autocommit=True) as other_host:
+        other_host.execute("SELECT pg_advisory_lock(%s)", (lock_key(account_lock(owners[ADA])),))
+        with anyio.fail_after(10):  # waiting for the lock would wait as long as its host
+            await attachments.sweep_orphans(studio.studio.db, store)
+        assert left() == [f"unnamed-{ADA}"]
+    assert await attachments.sweep_orphans(studio.studio.db, store) == 1  # let go: swept
+    assert left() == []

@@ -60,6 +60,16 @@ def hold(db: Any, *names: str) -> None:
         db.execute("SELECT pg_advisory_xact_lock(?)", (key,))
 
 
+def hold_free(db: Any, *names: str) -> set[str]:
+    """Those of `names` whose locks this transaction takes without waiting, as `hold` takes
+    them; any another transaction holds is passed over. For the sweeps, which must not wait
+    on a paused host, nor hold the other accounts' locks they took meanwhile. SQLite: all."""
+    if isinstance(db, sqlite3.Connection):
+        return set(names)
+    return {name for name in sorted(set(names), key=lock_key)
+            if db.execute("SELECT pg_try_advisory_xact_lock(?)", (lock_key(name),)).fetchone()[0]}
+
+
 def account_lock(actor_id: str) -> str:
     """The lock name of one account's own records (see `hold`)."""
     return f"account:{actor_id}"

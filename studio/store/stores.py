@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from starlette.responses import FileResponse, Response, StreamingResponse
 
 from studio.errors import Refusal
-from studio.store.dialect import account_lock, hold
+from studio.store.dialect import account_lock, hold_free
 from studio.store.transactions import after_commit, clock, in_transaction, sync_path
 from studio.store.uploads import FilePart, Part, Upload, remove_if_abandoned
 
@@ -110,11 +110,12 @@ def is_named(db: sqlite3.Connection, actor_id: str, sha256: str) -> bool:
 
 def remove_unnamed(db: sqlite3.Connection, store: Store, candidates: Files) -> int:
     """Remove those of the (actor, sha256) bytes no attachment names, with their accounts
-    locked (`hold`), so no attachment of theirs can name the bytes meanwhile."""
-    hold(db, *(account_lock(actor_id) for actor_id, _ in candidates))
+    locked, so no attachment of theirs can name the bytes meanwhile; an account whose lock
+    another transaction holds is passed over until a later sweep (`hold_free`)."""
+    free = hold_free(db, *(account_lock(actor_id) for actor_id, _ in candidates))
     removed = 0
     for actor_id, sha256 in candidates:
-        if not is_named(db, actor_id, sha256):
+        if account_lock(actor_id) in free and not is_named(db, actor_id, sha256):
             store.remove(db, actor_id, sha256)
             removed += 1
     return removed
@@ -445,17 +446,21 @@ def _remove_orphans(db: sqlite3.Connection, grace_s: float, now: float | None) -
     """Bytes of uploads that died before binding, idle past the grace period, and bytes no
     attachment names (a crash between a delete and its removal, a restore by hand)."""
     # Bytes nobody names may be named by an attachment being bound: their accounts are locked
-    # first, as `remove_unnamed` does, and the delete checks again once they are held.
+    # first, as `remove_unnamed` does (passing over one another transaction holds), and the
+    # delete checks again once they are held.
     owners = [row[0] for row in db.execute(
         "SELECT DISTINCT owner_id FROM stored_files WHERE sha256 IS NOT NULL AND NOT EXISTS"
         " (SELECT 1 FROM attachments WHERE attachments.owner_id = stored_files.owner_id"
         " AND attachments.sha256 = stored_files.sha256)")]
-    hold(db, *(account_lock(owner) for owner in owners))
+    free = hold_free(db, *(account_lock(owner) for owner in owners))
     before = clock(now) - grace_s
-    abandoned = db.execute("DELETE FROM stored_files WHERE sha256 IS NULL AND written_at < ?",
-                           (before,)).rowcount
-    unnamed = db.execute(
-        "DELETE FROM stored_files WHERE sha256 IS NOT NULL AND placed_at < ? AND NOT EXISTS"
-        " (SELECT 1 FROM attachments WHERE attachments.owner_id = stored_files.owner_id"
-        " AND attachments.sha256 = stored_files.sha256)", (before,)).rowcount
-    return abandoned + unnamed
+    removed = db.execute("DELETE FROM stored_files WHERE sha256 IS NULL AND written_at < ?",
+                         (before,)).rowcount
+    for owner in owners:
+        if account_lock(owner) in free:
+            removed += db.execute(
+                "DELETE FROM stored_files WHERE owner_id = ? AND sha256 IS NOT NULL"
+                " AND placed_at < ? AND NOT EXISTS (SELECT 1 FROM attachments WHERE"
+                " attachments.owner_id = stored_files.owner_id"
+                " AND attachments.sha256 = stored_files.sha256)", (owner, before)).rowcount
+    return removed

@@ -264,13 +264,13 @@ async def attach_receipts(db: Database, settings: Settings, emails: list[str]) -
                               settings.max_attachments_per_invoice)
     for actor_id, draft_id, name in await db.read(_drafts_to_attach, emails):
         data = (assets.folder("static") / name).read_bytes()
+        part = store.begin(db, actor_id)
         upload = Upload(filename="receipt.jpg", size=len(data),
                         sha256=hashlib.sha256(data).hexdigest(), head=data[:HEAD_BYTES],
-                        part=store.begin(db, actor_id))
+                        part=part)
         try:  # the temporary file is removed however this ends (a full disk, a stop)
-            assert upload.part is not None
-            upload.part.write(data)
-            await upload.part.finish()
+            part.write(data)
+            await part.finish()
             await asyncio.to_thread(store.place, upload, actor_id)
             await db.write(attachments.bind, actor_id, draft_id, f"demo-receipt-{draft_id}",
                            upload, attachments.sniff(upload.head), store, quota)

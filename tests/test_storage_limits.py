@@ -60,17 +60,23 @@ async def test_an_upload_past_the_storage_quota_is_413_and_leaves_no_row_and_no_
                                                " WHERE request_id = 'k3'") == 0
 
 
-async def test_the_same_bytes_attached_twice_count_once_toward_the_quota(settings):
-    async with running(settings.with_changes(max_storage_per_actor=60 * KIB)) as studio:
+async def test_the_same_bytes_attached_again_count_again_toward_the_quota(settings):
+    """The quota counts attachments as the person sees them: the same file attached twice is
+    stored once, but counts twice (each is a receipt a reading may load)."""
+    async with running(settings.with_changes(max_storage_per_actor=100 * KIB)) as studio:
         client = await studio.signed_in()
         invoice = await draft_id(client)
         receipt = pdf(40 * KIB, 1)
         assert (await send(client, invoice, "k1", receipt, "a.pdf")).status_code == 201
         again = await send(client, invoice, "k2", receipt, "a-again.pdf")
         assert again.status_code == 201, again.text
-        other = await send(client, invoice, "k3", pdf(30 * KIB, 2), "b.pdf")
-        assert other.status_code == 413 and other.json()["detail"] == "storage_quota_exceeded"
+        third = await send(client, invoice, "k3", receipt, "a-third.pdf")
+        assert third.status_code == 413, third.text
+        assert third.json()["detail"] == "storage_quota_exceeded"
+        assert "80 KiB of the 100 KiB" in third.json()["message"]
         assert attachment_rows(studio) == 2 and len(stored(studio)) == 1
+        assert scalar(studio.settings.db_path, "SELECT COUNT(*) FROM request_bindings"
+                                               " WHERE request_id = 'k3'") == 0
 
 
 async def test_an_invoice_past_its_attachment_limit_is_409_and_leaves_no_row_and_no_file(

@@ -40,7 +40,8 @@ LISTED = "id AS attachment_id, filename, content_type, size, sha256, invoice_id"
 
 @dataclass(frozen=True)
 class Quota:
-    """What one actor may keep: distinct stored bytes in all, and attachments per invoice."""
+    """What one actor may keep: the bytes of every attachment they see, and attachments per
+    invoice."""
 
     storage_bytes: int
     per_invoice: int
@@ -74,10 +75,10 @@ def _listed(db: sqlite3.Connection, attachment_id: str) -> dict[str, Any]:
 
 
 def stored_bytes(db: sqlite3.Connection, actor_id: str) -> int:
-    """The actor's distinct stored bytes: the same file attached twice counts once."""
-    return db.execute(
-        "SELECT COALESCE(SUM(size), 0) FROM (SELECT sha256, MAX(size) AS size FROM attachments"
-        " WHERE owner_id = ? GROUP BY sha256) AS stored", (actor_id,)).fetchone()[0]
+    """The bytes of every attachment the actor sees: the same file attached twice counts
+    twice, as the person counts it and as a reading of each would load it."""
+    return db.execute("SELECT COALESCE(SUM(size), 0) FROM attachments WHERE owner_id = ?",
+                      (actor_id,)).fetchone()[0]
 
 
 def refuse_past_quota(db: sqlite3.Connection, actor_id: str, invoice_id: str, quota: Quota,
@@ -138,9 +139,7 @@ def bind(db: sqlite3.Connection, actor_id: str, invoice_id: str, client_key: str
 
     def make(attachment_id: str) -> None:
         draft_of(db, actor_id, invoice_id)  # a replay is answered before this: issued or not
-        known = db.execute("SELECT 1 FROM attachments WHERE owner_id = ? AND sha256 = ?"
-                           " LIMIT 1", (actor_id, upload.sha256)).fetchone()
-        refuse_past_quota(db, actor_id, invoice_id, quota, 0 if known else upload.size)
+        refuse_past_quota(db, actor_id, invoice_id, quota, upload.size)
         db.execute(
             "INSERT INTO attachments (id, owner_id, invoice_id, filename, content_type, size,"
             " sha256, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

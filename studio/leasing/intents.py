@@ -34,18 +34,22 @@ class Intent:
     invoice_ids: tuple[str, ...]
     providers: tuple[str, ...]
     candidates: int
+    attachment_id: str | None = None  # the receipt to read, when the person picked one
 
     @property
     def task_count(self) -> int:
         return len(self.invoice_ids) * len(self.providers) * self.candidates
 
     def normalised(self) -> dict[str, Any]:
-        return {
+        normal: dict[str, Any] = {
             "purpose": self.purpose,
             "invoice_ids": list(self.invoice_ids),
             "providers": list(self.providers),
             "candidates": self.candidates,
         }
+        if self.attachment_id is not None:  # absent otherwise: earlier fingerprints hold
+            normal["attachment_id"] = self.attachment_id
+        return normal
 
     def fingerprint(self) -> str:
         """SHA-256 of the normalised request as sorted-key JSON; fields the server ignores
@@ -107,6 +111,7 @@ def parse_intent(body: dict[str, Any], providers: Providers, max_tasks: int) -> 
         invoice_ids=tuple(sorted({_canonical_uuid(value) for value in invoice_ids})),
         providers=tuple(sorted(set(asked))),
         candidates=candidates,
+        attachment_id=_picked_receipt(body, purpose.reads_receipts, len(invoice_ids)),
     )
     if intent.task_count > max_tasks:
         raise Refusal(
@@ -115,6 +120,24 @@ def parse_intent(body: dict[str, Any], providers: Providers, max_tasks: int) -> 
             f"{max_tasks}. Choose fewer invoices, or fewer suggestions each.",
         )
     return intent
+
+
+def _picked_receipt(body: dict[str, Any], reads_receipts: bool, invoices: int) -> str | None:
+    """The attachment a reading is to read, if the person picked one (else the newest)."""
+    picked = body.get("attachment_id")
+    if picked is None or picked == "":
+        return None
+    if not reads_receipts:
+        raise Refusal("invalid_body", "Only reading a receipt takes an attachment to read.")
+    if invoices != 1:
+        raise Refusal("invalid_body", "Pick a receipt to read for one draft at a time.")
+    try:
+        if not isinstance(picked, str) or len(picked) > 36:
+            raise ValueError
+        return str(uuid.UUID(picked))
+    except ValueError:
+        raise Refusal("invalid_body", "The receipt to read must be named by its attachment"
+                                      " id.") from None
 
 
 def parse_request(body: dict[str, Any], providers: Providers, max_tasks: int) -> LeaseRequest:
@@ -163,6 +186,11 @@ def _fences(db: sqlite3.Connection, actor_id: str, intent: Intent) -> dict[str, 
         raise Refusal("invoice_not_found")
     for invoice_id in intent.invoice_ids:
         purpose.refuse(db, targets[invoice_id])
+    if intent.attachment_id is not None and db.execute(
+            "SELECT 1 FROM attachments WHERE id = ? AND owner_id = ? AND invoice_id = ?",
+            (intent.attachment_id, actor_id, intent.invoice_ids[0])).fetchone() is None:
+        raise Refusal("attachment_not_found", "That receipt is not attached to this draft;"
+                                              " choose one of its attachments.")
     return {invoice_id: purpose.fence(db, targets[invoice_id])
             for invoice_id in intent.invoice_ids}
 
@@ -210,7 +238,10 @@ def create_lease(
                 f"You have {waiting} suggestions still being written and this request adds"
                 f" {len(plan)}; at most {max_open_tasks} may wait at once. Wait for some to"
                 " finish, or stop a request, then ask again."))
-    options = {"providers": list(intent.providers), "candidates": intent.candidates}
+    options: dict[str, Any] = {"providers": list(intent.providers),
+                               "candidates": intent.candidates}
+    if intent.attachment_id is not None:
+        options["attachment_id"] = intent.attachment_id  # the worker reads this one receipt
 
     def make(lease_id: str) -> None:
         db.execute(

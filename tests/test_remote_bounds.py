@@ -17,7 +17,17 @@ from studio.leasing.providers import Providers
 from studio.leasing.providers.openai import MOST_COMPLETION_BYTES, OpenAIProvider
 from studio.leasing.providers.seam import ProviderError
 from studio.leasing.purposes import PURPOSES
-from tests.conftest import lease_body, rows, running, scalar, wait_for_status
+from tests.conftest import (
+    ADA,
+    lease_body,
+    rows,
+    running,
+    scalar,
+    sign_in,
+    start_server,
+    wait_for_status,
+    wait_until,
+)
 from tests.test_providers import INVOICE, FakeModelServer
 
 pytestmark = pytest.mark.anyio
@@ -88,6 +98,7 @@ def trickling() -> Iterator[TricklingServer]:
         yield server
 
 
+@pytest.mark.alone  # asserts a bound of seconds
 async def test_a_lease_asked_of_auto_answers_within_a_second_while_the_server_trickles(
         settings, trickling):
     async with running(settings.with_changes(openai_base_url=trickling.url)) as studio:
@@ -110,6 +121,7 @@ async def test_a_lease_asked_of_auto_answers_within_a_second_while_the_server_tr
         assert trickling.hits == ["/v1/models"]  # the review shared the probe in flight
 
 
+@pytest.mark.alone  # asserts a bound of seconds
 async def test_requests_at_once_share_one_probe_of_the_model_server(settings, trickling):
     async with running(settings.with_changes(openai_base_url=trickling.url)) as studio:
         client = await studio.signed_in()
@@ -162,6 +174,7 @@ async def test_a_probe_answered_late_tells_the_requests_after_it(settings):
             await providers.close()
 
 
+@pytest.mark.alone  # asserts a bound of seconds
 async def test_a_completion_trickled_past_its_time_fails_within_it(trickling):
     provider = OpenAIProvider(trickling.url, "tiny", "")
     started = time.monotonic()
@@ -200,6 +213,7 @@ async def test_an_answer_streamed_past_the_cap_is_cut_off(settings):
                                     timeout=10.0)
 
 
+@pytest.mark.alone  # asserts a bound of seconds
 async def test_shutdown_does_not_wait_for_a_probe_in_flight(settings, trickling):
     async with running(settings.with_changes(openai_base_url=trickling.url)) as studio:
         client = await studio.signed_in()
@@ -217,6 +231,7 @@ async def test_shutdown_does_not_wait_for_a_probe_in_flight(settings, trickling)
     assert trickling.hits == ["/v1/models"]
 
 
+@pytest.mark.alone  # asserts a bound of seconds
 async def test_a_model_servers_probe_is_bounded_in_all_not_per_read(trickling):
     """httpx's own timeout is per read; a byte every quarter second would pass it for ever."""
     provider = OpenAIProvider(trickling.url, "tiny", "")
@@ -224,3 +239,29 @@ async def test_a_model_servers_probe_is_bounded_in_all_not_per_read(trickling):
     async with asyncio.timeout(10):
         assert await provider.answers(1.0) is False
     assert time.monotonic() - started < 2.0
+
+
+@pytest.mark.alone  # asserts a bound of seconds
+def test_a_stopped_studio_serve_ends_in_seconds_while_the_model_server_trickles(
+        tmp_path, trickling):
+    """SIGTERM while a request waits on a provider check: uvicorn lets the request finish
+    (within a second) and the lifespan stops the probe, instead of waiting on the server."""
+    server = start_server(tmp_path / "studio.db", "--demo", STUDIO_OPENAI_BASE_URL=trickling.url)
+    try:
+        client = sign_in(server.url)
+        invoice_id = rows(tmp_path / "studio.db", "SELECT invoices.id FROM invoices JOIN actors"
+                          " ON actors.id = owner_id WHERE email = ? LIMIT 1", ADA)[0][0]
+        replies: list[int] = []
+        asking = threading.Thread(target=lambda: replies.append(client.post(
+            "/leases", json=lease_body([invoice_id], providers=["auto"])).status_code))
+        asking.start()
+        wait_until(lambda: trickling.hits, 10, "the provider check to start")
+        stopping = time.monotonic()
+        server.process.terminate()
+        server.process.wait(15)
+        assert time.monotonic() - stopping < 5.0, server.log()
+        asking.join(10)
+        assert replies == [201], server.log()
+        wait_until(lambda: trickling.open == 0, 3, "the probe's connection to close")
+    finally:
+        server.stop(kill=True)

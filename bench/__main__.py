@@ -1,6 +1,9 @@
-"""`python -m bench [--quick] [--only PART,...]`: the studio's figures, each divided by a baseline
-from the same run. `--only pdf,list,import,upload` re-runs some parts and prints them; it
-writes `--out` only when given, so `bench/results.json` always holds one whole run.
+"""`python -m bench [--quick | --smoke] [--only PART,...]`: the studio's figures, each divided
+by a baseline from the same run. `--only pdf,list,import,upload` re-runs some parts and prints
+them; it writes `--out` only when given, so `bench/results.json` always holds one whole run.
+`--smoke` runs every part at its smallest, to show that each runs (the test command does, in
+tests/test_bench_smoke.py); its figures mean nothing and are written only to `--out`. What
+every part sets up (databases, accounts, servers, sign-ins, wrk) is in bench/setup.py.
 
 Shared machines drift, so no figure stands alone: the store is compared with raw `sqlite3`
 doing the same inserts, the HTTP routes with a bare Starlette route on the same uvicorn
@@ -19,9 +22,7 @@ import datetime
 import json
 import os
 import platform
-import shutil
 import signal
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -31,7 +32,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,23 +50,35 @@ from bench import (
     sending,
     uploads,
 )
+from bench.setup import (
+    DRAFT,
+    LUA,
+    ROOT,
+    Server,
+    bare_serving,
+    install_wrk,
+    open_studio_db,
+    pg_env,
+    raw_sqlite,
+    seed_actor_file,
+    serving,
+    signed_in,
+    studio_env,
+    wrk,
+)
 from studio.accounts.auth import Actor
 from studio.config import Settings
 from studio.leasing import intents, leases
 from studio.leasing.providers import Providers
 from studio.runtime.worker import Worker, claim_task
-from studio.store.db import Database
-from studio.store.sqlite import prepare
 from studio.store.transactions import in_transaction
 
-ROOT = Path(__file__).resolve().parent.parent
-HERE = Path(__file__).resolve().parent
-LUA = HERE / "report.lua"
-RESULTS = HERE / "results.json"
-PASSWORD = "studio-demo"
+RESULTS = Path(__file__).resolve().parent / "results.json"
 # Paired runs a route ratio is the median of (see `route_rates`).
 ROUNDS = 8
-JSON = {"Accept": "application/json"}
+# How long a run is: `--quick` takes fewer repetitions and shorter loads; `--smoke` takes every
+# part at its smallest, to show that each runs (its figures mean nothing).
+SIZES = ("full", "quick", "smoke")
 
 TARGETS: dict[str, tuple[str, float]] = {
     "create_intent_600_ratio": ("<=", 1.3),
@@ -105,46 +118,35 @@ REPORTED = ("upload_ratio", "issue_call_ratio", "create_intent_600_submit_ratio"
             "pg_create_intent_600_submit_ratio", "pg_issue_rps_2hosts", "payment_call_ratio",
             "facturx_ms", "send_queue_call_ratio", "receipt_rss_mb", "receipt_totals_exact",
             "pg_other_account_write_ms", "pg_issue_rps_1account", "pg_issue_rps_4accounts")
+# Which part writes each figure above (and the unthrottled flood's ratio): the smoke in
+# tests/test_bench_smoke.py runs each part and looks for its figures.
+FIGURES: dict[str, tuple[str, ...]] = {
+    "store": ("create_intent_600_ratio", "create_intent_600_submit_ratio"),
+    "worker": ("worker_ratio",),
+    "http": ("replay_rps_ratio", "poll_rps_ratio", "same_id_leases", "rss_mb_200_pollers"),
+    "flood": ("poll_under_login_flood_ratio",),
+    "flood-unthrottled": ("poll_under_login_flood_unthrottled_ratio",),
+    "issuing": ("issue_ratio", "issue_call_ratio", "issue_2proc_gapless"),
+    "upload": ("upload_vs_bare_http_ratio", "upload_rss_mb_10x10mib", "upload_ratio"),
+    "pdf": ("poll_under_pdf_load_ratio",),
+    "import": ("poll_under_import_ratio",),
+    "list": ("list_page_ms_150k",),
+    "payments": ("payment_ratio", "payment_call_ratio"),
+    "export": ("export_mb_100k",),
+    "facturx": ("facturx_ms",),
+    "sending": ("send_queue_ratio", "send_queue_call_ratio"),
+    "receipts": ("receipt_s", "receipt_lines_exact", "poll_under_receipts_ratio",
+                 "receipt_rss_mb", "receipt_totals_exact"),
+    "pg": ("pg_create_intent_600_ratio", "pg_create_intent_600_submit_ratio",
+           "pg_worker_scale_2", "pg_worker_tasks_run_twice", "pg_replay_rps_ratio",
+           "pg_poll_rps_ratio", "pg_issue_rps_2hosts", "pg_issue_2hosts_gapless",
+           "pg_issue_4accounts_ratio", "pg_issue_4accounts_gapless", "pg_issue_rps_1account",
+           "pg_issue_rps_4accounts", "pg_other_account_write_ms_frozen_host",
+           "pg_other_account_write_ms", "pg_export_mb_100k"),
+}
 
 
 # --- the store: a 600-task lease against raw sqlite3 ----------------------------------------
-
-
-def seed_actor(db_path: Path, invoices: int) -> tuple[Actor, list[str]]:
-    """An actor with a session and `invoices` invoices, written directly (no argon2 cost)."""
-    prepare(db_path)
-    actor = Actor(str(uuid.uuid4()), f"bench-{uuid.uuid4().hex[:6]}@example.com",
-                  uuid.uuid4().hex)
-    invoice_ids = [str(uuid.uuid4()) for _ in range(invoices)]
-    db = sqlite3.connect(db_path, isolation_level=None)
-    with db:
-        db.execute("BEGIN")
-        db.execute("INSERT INTO actors (id, email, password_hash, created_at)"
-                   " VALUES (?, ?, 'x', ?)", (actor.id, actor.email, time.time()))
-        db.execute("INSERT INTO sessions (id, actor_id, created_at) VALUES (?, ?, ?)",
-                   (actor.session_id, actor.id, time.time()))
-        db.executemany(
-            "INSERT INTO invoices (id, owner_id, status, number, customer, currency, net, tax,"
-            " total, due_date, line_items) VALUES (?, ?, 'issued', ?, 'Bench Ltd', 'EUR',"
-            " '100.00', '0.00', '100.00', '2030-01-01', ?)",
-            [(invoice_id, actor.id, f"B-{n:04d}",
-              json.dumps([{"description": "Work", "quantity": "1", "unit_price": "100.00",
-                           "tax_rate": "0"}]))
-             for n, invoice_id in enumerate(invoice_ids)],
-        )
-        db.execute("COMMIT")
-    db.close()
-    return actor, invoice_ids
-
-
-def raw_connection(db_path: Path) -> sqlite3.Connection:
-    """A plain sqlite3 connection with the studio's pragmas, so only the machinery differs."""
-    db = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
-    db.row_factory = sqlite3.Row
-    db.execute("PRAGMA busy_timeout = 30000")
-    db.execute("PRAGMA foreign_keys = ON")
-    db.execute("PRAGMA synchronous = FULL")
-    return db
 
 
 def raw_create(db: sqlite3.Connection, actor: Actor, request: intents.LeaseRequest,
@@ -181,12 +183,12 @@ def raw_create(db: sqlite3.Connection, actor: Actor, request: intents.LeaseReque
 
 async def bench_create(work: Path, rounds: int) -> dict[str, Any]:
     studio_path, raw_path = work / "create-studio.db", work / "create-raw.db"
-    actor, invoice_ids = seed_actor(studio_path, 120)
-    raw_actor, raw_invoices = seed_actor(raw_path, 120)
+    actor, invoice_ids = seed_actor_file(studio_path, 120)
+    raw_actor, raw_invoices = seed_actor_file(raw_path, 120)
     settings = Settings(db_path=studio_path)
     providers = Providers(settings)
-    db = await Database(studio_path).open()
-    raw = raw_connection(raw_path)
+    db = await open_studio_db(studio_path)
+    raw = raw_sqlite(raw_path)
 
     def request_for(ids: list[str], n: int) -> intents.LeaseRequest:
         body = {"request_id": f"bench-{n}", "purpose": "summarize_invoice",
@@ -243,19 +245,19 @@ class InstantProvider:
 
 
 def plan_lease(db_path: Path, tasks: int) -> None:
-    actor, invoice_ids = seed_actor(db_path, tasks // 5)
+    actor, invoice_ids = seed_actor_file(db_path, tasks // 5)
     body = {"request_id": "worker", "purpose": "summarize_invoice", "invoice_ids": invoice_ids,
             "providers": ["local"], "candidates": 5}
     request = intents.parse_request(body, Providers(Settings(db_path=db_path)), 10_000)
     plan = [(i, "instant", c) for i, _, c in intents.plan_tasks(request.intent, ["local"])]
-    db = raw_connection(db_path)
+    db = raw_sqlite(db_path)
     in_transaction(db, intents.create_lease, actor, request, plan, 3600.0, time.time())
     db.close()
 
 
 async def worker_rate(db_path: Path, tasks: int) -> float:
     settings = Settings(db_path=db_path)
-    db = await Database(db_path).open()
+    db = await open_studio_db(db_path)
     provider = InstantProvider()
     worker = Worker(db, Providers(settings, {"instant": provider}), settings)
 
@@ -277,7 +279,7 @@ async def worker_rate(db_path: Path, tasks: int) -> float:
 
 
 def raw_worker_rate(db_path: Path, tasks: int) -> float:
-    db = raw_connection(db_path)
+    db = raw_sqlite(db_path)
     done = 0
     started = time.perf_counter()
     while True:
@@ -311,71 +313,6 @@ async def bench_worker(work: Path, tasks: int, rounds: int) -> dict[str, Any]:
 # --- HTTP: the studio's routes against a bare route on the same uvicorn settings -------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Process:
-    def __init__(self, name: str, args: list[str], env: dict[str, str], log: Path,
-                 cwd: Path = ROOT) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = log
-        self.process = subprocess.Popen(
-            [sys.executable, *args, "--host", "127.0.0.1", "--port", str(self.port)],
-            cwd=cwd, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 30
-        while True:
-            if self.process.poll() is not None:
-                raise SystemExit(f"{name} exited early:\n{log.read_text()}")
-            try:
-                httpx.get(self.url + "/login", timeout=1.0)
-                return
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise SystemExit(f"{name} did not answer:\n{log.read_text()}") from None
-                time.sleep(0.1)
-
-    def rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return 0.0
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
-def wrk(url: str, seconds: float, connections: int, **env: str) -> dict[str, Any]:
-    """One wrk run; its Lua `done` hook prints the figures as JSON."""
-    command = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--timeout",
-               "10s", "-s", str(LUA), url]
-    finished = subprocess.run(command, env={**os.environ, **env}, capture_output=True, text=True,
-                              timeout=seconds + 60, check=True)
-    line = next(x for x in finished.stdout.splitlines() if x.startswith("BENCH "))
-    figures = json.loads(line.removeprefix("BENCH "))
-    figures["rps"] = figures["requests"] / (figures["duration_us"] / 1e6)
-    figures["errors"] = sum(figures[k] for k in ("non2xx", "connect", "read", "write",
-                                                 "timeout"))
-    return figures
-
-
-def studio_env(db_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STUDIO_")}
-    env.update({"STUDIO_DB": str(db_path), "STUDIO_SECRET_KEY": "bench-secret",
-                "STUDIO_LEASE_SECONDS": "3600", "PYTHONUNBUFFERED": "1"})
-    return env
-
-
 async def same_id(url: str, cookie: str, body: dict[str, Any], count: int) -> list[int]:
     async with httpx.AsyncClient(base_url=url, headers={"Accept": "application/json",
                                                         "Cookie": cookie}, timeout=60) as client:
@@ -383,13 +320,10 @@ async def same_id(url: str, cookie: str, body: dict[str, Any], count: int) -> li
     return [reply.status_code for reply in replies]
 
 
-def proposed_lease(studio: Process) -> tuple[httpx.Client, str, dict[str, Any], str]:
+def proposed_lease(studio: Server) -> tuple[httpx.Client, str, dict[str, Any], str]:
     """Ada signed in on `studio`, and a lease of hers already proposed: (her client, her
     cookie, the lease's body, its id)."""
-    client = httpx.Client(base_url=studio.url, headers={"Accept": "application/json"},
-                          timeout=30)
-    signed = client.post("/login", json={"email": "ada@example.com", "password": PASSWORD})
-    signed.raise_for_status()
+    client = signed_in(studio.url, timeout=30)
     cookie = f"studio_session={client.cookies['studio_session']}"
     invoices = [row["id"] for row in client.get("/invoices").json()][:3]
     body = {"request_id": "bench-replay", "purpose": "summarize_invoice",
@@ -403,15 +337,16 @@ def proposed_lease(studio: Process) -> tuple[httpx.Client, str, dict[str, Any], 
     return client, cookie, body, lease_id
 
 
-def route_rates(studio: Process, bare: Process, cookie: str, body: dict[str, Any],
-                lease_id: str, work: Path, seconds: float) -> dict[str, Any]:
+def route_rates(studio: Server, bare: Server, cookie: str, body: dict[str, Any],
+                lease_id: str, work: Path, seconds: float, rounds: int = ROUNDS
+                ) -> dict[str, Any]:
     """Requests per second of a replayed submission and of polls (JSON and the htmx fragment)
     against the bare route's POST and GET, each with 16 wrk connections.
 
     The bare route is sent the same request, headers and body, as the studio route it is
     compared with (the session cookie, the htmx header): h11 parses every header in Python, at
     about 3 us a header, so a bare request without them would measure the request, not the
-    studio. Each ratio is the median of ROUNDS rounds, each a bare run followed at once by the
+    studio. Each ratio is the median of `rounds` rounds, each a bare run followed at once by the
     studio's: on a shared machine the same one-second run moves by a third from one second to
     the next, so only runs side by side are compared, and many times."""
     out: dict[str, Any] = {}
@@ -433,7 +368,7 @@ def route_rates(studio: Process, bare: Process, cookie: str, body: dict[str, Any
     runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
     ratios: dict[str, list[float]] = defaultdict(list)
     each = max(1.0, seconds / 4)
-    for _ in range(ROUNDS):
+    for _ in range(rounds):
         for name, (baseline, url, settings) in pairs.items():
             runs[baseline].append(wrk(bare_url, each, 16, **settings))
             runs[name].append(wrk(url, each, 16, **settings))
@@ -453,13 +388,11 @@ def route_rates(studio: Process, bare: Process, cookie: str, body: dict[str, Any
     return out
 
 
-def bench_http(work: Path, seconds: float) -> dict[str, Any]:
+def bench_http(work: Path, seconds: float, rounds: int = ROUNDS) -> dict[str, Any]:
     db_path = work / "http.db"
     env = studio_env(db_path)
-    studio = Process("studio serve", ["-m", "studio.ops.cli", "serve", "--demo"], env,
-                     work / "studio.log")
-    bare = Process("bare starlette", ["-m", "bench.bare"], env, work / "bare.log")
-    try:
+    with serving("studio serve", env, work / "studio.log", demo=True) as studio, \
+            bare_serving(env, work / "bare.log") as bare:
         client, cookie, body, lease_id = proposed_lease(studio)
         fresh_file = work / "fresh.json"
         fresh_file.write_text(json.dumps({**body, "request_id": "bench-@ID@",
@@ -467,7 +400,7 @@ def bench_http(work: Path, seconds: float) -> dict[str, Any]:
                                           "candidates": 1}))
         poll_url = f"{studio.url}/leases/{lease_id}"
         auth = {"BENCH_COOKIE": cookie}
-        out = route_rates(studio, bare, cookie, body, lease_id, work, seconds)
+        out = route_rates(studio, bare, cookie, body, lease_id, work, seconds, rounds)
         client.close()
 
         # 200 clients polling: the server's resident memory, sampled through the run.
@@ -511,9 +444,6 @@ def bench_http(work: Path, seconds: float) -> dict[str, Any]:
         conn.close()
         out["same_id_statuses"] = {str(s): statuses.count(s) for s in sorted(set(statuses))}
         out["rss_mb_peak"] = max(samples + [studio.rss_mb()])
-    finally:
-        studio.stop()
-        bare.stop()
     return out
 
 
@@ -592,13 +522,9 @@ def bench_login_flood(work: Path, seconds: float, root: Path = ROOT,
         env.update({"STUDIO_SIGNIN_FAILURES_PER_ADDRESS": "100000000",
                     "STUDIO_SIGNIN_FAILURES_PER_EMAIL": "100000000",
                     "STUDIO_SIGNIN_FAILURES_PER_PAIR": "100000000"})
-    studio = Process("studio serve", ["-m", "studio.ops.cli", "serve", "--demo"], env,
-                     work / f"flood-{tag}.log", cwd=root)
-    try:
-        client = httpx.Client(base_url=studio.url, headers={"Accept": "application/json"},
-                              timeout=60)
-        client.post("/login", json={"email": "ada@example.com", "password": PASSWORD}
-                    ).raise_for_status()
+    with serving("studio serve", env, work / f"flood-{tag}.log", demo=True,
+                 cwd=root) as studio:
+        client = signed_in(studio.url, timeout=60)
         invoices = [row["id"] for row in client.get("/invoices").json()]
         lease = client.post("/leases", json={
             "request_id": "flood-poll", "purpose": "summarize_invoice",
@@ -609,8 +535,6 @@ def bench_login_flood(work: Path, seconds: float, root: Path = ROOT,
         flooded = flood_phase(studio.url, client, poll_path, invoices, seconds, work,
                               f"{tag}-flood", flood=True)
         client.close()
-    finally:
-        studio.stop()
     prefix = "poll_under_login_flood" if throttled else "poll_under_login_flood_unthrottled"
     return {
         f"{prefix}_ratio": flooded["poll_p50_ms"] / idle["poll_p50_ms"],
@@ -629,58 +553,42 @@ def bench_issuing(work: Path, rounds: int, drafts: int) -> dict[str, Any]:
     db_path = work / "issue-http.db"
     issuing.seed_http(db_path, drafts)
     env = studio_env(db_path)
-    servers = [Process(f"studio serve {n}", ["-m", "studio.ops.cli", "serve"], env,
-                       work / f"issue-{n}.log") for n in (1, 2)]
-    try:
-        out.update(issuing.bench_issue_http(work, servers, db_path, issuing_drafts(db_path)))
-    finally:
-        for server in servers:
-            server.stop()
+    with serving("studio serve 1", env, work / "issue-1.log") as one, \
+            serving("studio serve 2", env, work / "issue-2.log") as two:
+        out.update(issuing.bench_issue_http(work, [one, two], db_path,
+                                            issuing_drafts(db_path)))
     return out
 
 
 def bench_uploading(work: Path, rounds: int) -> dict[str, Any]:
     db_path = work / "uploads.db"
     env = studio_env(db_path)
-    server = Process("studio serve", ["-m", "studio.ops.cli", "serve", "--demo"], env,
-                     work / "uploads.log")
-    bare = Process("bare starlette", ["-m", "bench.bare"], {**env, "BENCH_UPLOAD_DIR": str(work)},
-                   work / "bare-uploads.log")
-    try:
+    with serving("studio serve", env, work / "uploads.log", demo=True) as server, \
+            bare_serving({**env, "BENCH_UPLOAD_DIR": str(work)},
+                         work / "bare-uploads.log") as bare:
         return uploads.bench_uploads(work, server, bare, db_path, rounds)
-    finally:
-        server.stop()
-        bare.stop()
 
 
-def bench_pdf(work: Path, seconds: float) -> dict[str, Any]:
-    server = Process("studio serve", ["-m", "studio.ops.cli", "serve", "--demo"],
-                     studio_env(work / "pdf.db"), work / "pdf.log")
-    try:
-        return loaded.bench_pdf_load(server, wrk, seconds)
-    finally:
-        server.stop()
+def bench_pdf(work: Path, seconds: float, waves: int = 4) -> dict[str, Any]:
+    with serving("studio serve", studio_env(work / "pdf.db"), work / "pdf.log",
+                 demo=True) as server:
+        return loaded.bench_pdf_load(server, wrk, seconds, waves)
 
 
-def bench_receipts(work: Path, seconds: float) -> dict[str, Any]:
-    server = Process("studio serve", ["-m", "studio.ops.cli", "serve", "--demo"],
-                     studio_env(work / "receipts.db"), work / "receipts.log")
-    try:
-        polled = receipts.bench_poll_under_receipts(server, seconds)
-    finally:
-        server.stop()
-    return {**receipts.bench_reading(), **polled}
+def bench_receipts(work: Path, seconds: float, count: int | None = None) -> dict[str, Any]:
+    """`count` receipts read one by one (all the held-out ones unless given), and as many as
+    four at once beside a poll."""
+    with serving("studio serve", studio_env(work / "receipts.db"), work / "receipts.log",
+                 demo=True) as server:
+        polled = receipts.bench_poll_under_receipts(server, seconds, count)
+    return {**receipts.bench_reading(count), **polled}
 
 
-def bench_import(work: Path, seconds: float) -> dict[str, Any]:
+def bench_import(work: Path, seconds: float, drafts: int = 20_000) -> dict[str, Any]:
     db_path = work / "import.db"
     env = studio_env(db_path)
-    server = Process("studio serve", ["-m", "studio.ops.cli", "serve", "--demo"], env,
-                     work / "import.log")
-    try:
-        return loaded.bench_import_load(work, server, env, db_path, seconds)
-    finally:
-        server.stop()
+    with serving("studio serve", env, work / "import.log", demo=True) as server:
+        return loaded.bench_import_load(work, server, env, db_path, seconds, drafts)
 
 
 def bench_export(work: Path, count: int = 100_000) -> dict[str, Any]:
@@ -688,12 +596,8 @@ def bench_export(work: Path, count: int = 100_000) -> dict[str, Any]:
     started = time.monotonic()
     exports.seed_issued_many(db_path, count)
     seeded = time.monotonic() - started
-    server = Process("studio serve", ["-m", "studio.ops.cli", "serve"], studio_env(db_path),
-                     work / "export.log")
-    try:
+    with serving("studio serve", studio_env(db_path), work / "export.log") as server:
         return {**exports.bench_export(server, count), "export_seed_s": seeded}
-    finally:
-        server.stop()
 
 
 def bench_listing(work: Path, count: int = 150_000) -> dict[str, Any]:
@@ -701,37 +605,33 @@ def bench_listing(work: Path, count: int = 150_000) -> dict[str, Any]:
     started = time.monotonic()
     listing.seed_many(db_path, count)
     seeded = time.monotonic() - started
-    server = Process("studio serve", ["-m", "studio.ops.cli", "serve"], studio_env(db_path),
-                     work / "list.log")
-    try:
+    with serving("studio serve", studio_env(db_path), work / "list.log") as server:
         return {**listing.bench_list(server, count), "list_seed_s": seeded}
-    finally:
-        server.stop()
 
 
 # --- PostgreSQL: the same routes and two hosts, inside the throwaway cluster ----------------
 
 
-def pg_env(work: Path, url: str) -> dict[str, str]:
-    return {**studio_env(work / "unused.db"), "STUDIO_DATABASE_URL": url}
-
-
-def bench_pg_http(work: Path, seconds: float) -> dict[str, Any]:
+def bench_pg_http(work: Path, seconds: float, rounds: int = ROUNDS) -> dict[str, Any]:
     """`pg_replay_rps_ratio` and `pg_poll_rps_ratio`: the SQLite part's routes and baseline,
     the studio on PostgreSQL."""
     url = pg.new_database("bench_http")
-    studio = Process("studio serve on PostgreSQL", ["-m", "studio.ops.cli", "serve", "--demo"],
-                     pg_env(work, url), work / "pg-studio.log")
-    bare = Process("bare starlette", ["-m", "bench.bare"], pg_env(work, url),
-                   work / "pg-bare.log")
-    try:
+    env = pg_env(work, url)
+    with serving("studio serve on PostgreSQL", env, work / "pg-studio.log", demo=True) as studio, \
+            bare_serving(env, work / "pg-bare.log") as bare:
         client, cookie, body, lease_id = proposed_lease(studio)
         client.close()
-        rates = route_rates(studio, bare, cookie, body, lease_id, work, seconds)
-    finally:
-        studio.stop()
-        bare.stop()
+        rates = route_rates(studio, bare, cookie, body, lease_id, work, seconds, rounds)
     return {f"pg_{key}": value for key, value in rates.items()}
+
+
+@contextlib.contextmanager
+def two_hosts(work: Path, url: str, tag: str) -> Iterator[list[Server]]:
+    """Two `studio serve` processes on the PostgreSQL database `url`, each with its own pool."""
+    env = pg_env(work, url)
+    with serving("studio serve 1 on PostgreSQL", env, work / f"pg-{tag}-1.log") as one, \
+            serving("studio serve 2 on PostgreSQL", env, work / f"pg-{tag}-2.log") as two:
+        yield [one, two]
 
 
 def bench_pg_issuing(work: Path, drafts: int) -> dict[str, Any]:
@@ -739,14 +639,9 @@ def bench_pg_issuing(work: Path, drafts: int) -> dict[str, Any]:
     processes, each with its own pool, on one PostgreSQL database; audited after."""
     url = pg.new_database("bench_issue")
     ids = pg.seed_drafts(url, drafts, "http@example.com", "bench-password")
-    servers = [Process(f"studio serve {n} on PostgreSQL", ["-m", "studio.ops.cli", "serve"],
-                       pg_env(work, url), work / f"pg-issue-{n}.log") for n in (1, 2)]
-    try:
+    with two_hosts(work, url, "issue") as servers:
         elapsed, failures = issuing.issue_through(servers, ids, "http@example.com",
                                                   "bench-password")
-    finally:
-        for server in servers:
-            server.stop()
     found, sequences_whole = pg.issued_check(url, drafts)
     return {"pg_issue_rps_2hosts": drafts / elapsed,
             "pg_issue_2hosts_gapless": not failures and not found and sequences_whole,
@@ -762,9 +657,7 @@ def bench_pg_accounts(work: Path, drafts: int) -> dict[str, Any]:
     password = "bench-password"
     accounts = [(f"acct{n}@example.com", pg.seed_drafts(url, drafts, f"acct{n}@example.com",
                                                         password)) for n in range(5)]
-    servers = [Process(f"studio serve {n} on PostgreSQL", ["-m", "studio.ops.cli", "serve"],
-                       pg_env(work, url), work / f"pg-accounts-{n}.log") for n in (1, 2)]
-    try:
+    with two_hosts(work, url, "accounts") as servers:
         alone, failures = issuing.issue_through(servers, accounts[4][1], accounts[4][0],
                                                 password)
         together: list[tuple[float, list[str]]] = []
@@ -779,9 +672,6 @@ def bench_pg_accounts(work: Path, drafts: int) -> dict[str, Any]:
         for thread in threads:
             thread.join()
         elapsed = time.perf_counter() - started
-    finally:
-        for server in servers:
-            server.stop()
     failures += [failure for _, found in together for failure in found]
     found, gapless = pg.issued_per_account(url, drafts)
     return {"pg_issue_4accounts_ratio": (4 * drafts / elapsed) / (drafts / alone),
@@ -790,55 +680,56 @@ def bench_pg_accounts(work: Path, drafts: int) -> dict[str, Any]:
             "pg_issue_4accounts_gapless": not failures and not found and gapless}
 
 
-def bench_pg_frozen_host(work: Path, rounds: int) -> dict[str, Any]:
+def bench_pg_frozen_host(work: Path, rounds: int, most_s: float = 120.0) -> dict[str, Any]:
     """`pg_other_account_write_ms_frozen_host`: one account's draft saved through host B while
     host A is stopped (SIGSTOP) inside another account's transaction, against the same save
-    while nothing is stopped."""
+    while nothing is stopped. Host A is tried for at most `most_s` seconds."""
     url = pg.new_database("bench_frozen")
     password = "bench-password"
     pg.seed_drafts(url, 1, "frozen@example.com", password)
     pg.seed_drafts(url, 1, "other@example.com", password)
-    host_a = Process("studio serve A", ["-m", "studio.ops.cli", "serve"],
-                     {**pg_env(work, url), "PGAPPNAME": "host-a"}, work / "pg-frozen-a.log")
-    host_b = Process("studio serve B", ["-m", "studio.ops.cli", "serve"], pg_env(work, url),
-                     work / "pg-frozen-b.log")
     stop = threading.Event()
+    with serving("studio serve A", {**pg_env(work, url), "PGAPPNAME": "host-a"},
+                 work / "pg-frozen-a.log") as host_a, \
+            serving("studio serve B", pg_env(work, url), work / "pg-frozen-b.log") as host_b:
 
-    def writes_through_a() -> None:
-        with httpx.Client(base_url=host_a.url, timeout=120, headers=JSON) as client:
-            client.post("/login", json={"email": "frozen@example.com", "password": password})
-            while not stop.is_set():
-                with contextlib.suppress(httpx.HTTPError):
-                    client.post("/invoices", json=issuing.DRAFT)
+        def writes_through_a() -> None:
+            client = signed_in(host_a.url, "frozen@example.com", password)
+            with contextlib.closing(client):
+                while not stop.is_set():
+                    with contextlib.suppress(httpx.HTTPError):
+                        client.post("/invoices", json=DRAFT)
 
-    def saves_through_b(client: httpx.Client) -> float:
-        started = time.perf_counter()
-        reply = client.post("/invoices", json=issuing.DRAFT)
-        took = (time.perf_counter() - started) * 1000
-        if reply.status_code != 201:
-            raise SystemExit(f"a draft through host B was refused: {reply.text}")
-        return took
+        def saves_through_b(client: httpx.Client) -> float:
+            started = time.perf_counter()
+            reply = client.post("/invoices", json=DRAFT)
+            took = (time.perf_counter() - started) * 1000
+            if reply.status_code != 201:
+                raise SystemExit(f"a draft through host B was refused: {reply.text}")
+            return took
 
-    writer = threading.Thread(target=writes_through_a, daemon=True)
-    try:
-        with httpx.Client(base_url=host_b.url, timeout=120, headers=JSON) as other:
-            other.post("/login", json={"email": "other@example.com", "password": password})
-            baseline = statistics.median(saves_through_b(other) for _ in range(rounds))
-            writer.start()
-            frozen: list[float] = []
-            while len(frozen) < rounds:
-                if pg.frozen_in_a_transaction(url, host_a.process.pid, "host-a"):
-                    try:
-                        frozen.append(saves_through_b(other))
-                    finally:
-                        os.kill(host_a.process.pid, signal.SIGCONT)
-                    time.sleep(0.2)
-    finally:
-        os.kill(host_a.process.pid, signal.SIGCONT)
-        stop.set()
-        writer.join(130)
-        host_a.stop()
-        host_b.stop()
+        writer = threading.Thread(target=writes_through_a, daemon=True)
+        try:
+            with contextlib.closing(signed_in(host_b.url, "other@example.com", password)) as other:
+                baseline = statistics.median(saves_through_b(other) for _ in range(rounds))
+                writer.start()
+                frozen: list[float] = []
+                until = time.monotonic() + most_s
+                while len(frozen) < rounds:
+                    if time.monotonic() > until:
+                        raise SystemExit(f"host A was not caught inside a transaction in"
+                                         f" {most_s:.0f} s")
+                    if pg.frozen_in_a_transaction(url, host_a.process.pid, "host-a"):
+                        try:
+                            frozen.append(saves_through_b(other))
+                        finally:
+                            os.kill(host_a.process.pid, signal.SIGCONT)
+                        time.sleep(0.2)
+        finally:
+            os.kill(host_a.process.pid, signal.SIGCONT)
+            stop.set()
+            if writer.is_alive():
+                writer.join(130)
     return {"pg_other_account_write_ms_frozen_host": statistics.median(frozen),
             "pg_other_account_write_ms_frozen_host_max": max(frozen),
             "pg_other_account_write_ms": baseline}
@@ -850,26 +741,30 @@ def bench_pg_export(work: Path, count: int) -> dict[str, Any]:
     started = time.monotonic()
     exports.seed_issued_many_pg(url, count)
     seeded = time.monotonic() - started
-    server = Process("studio serve on PostgreSQL", ["-m", "studio.ops.cli", "serve"],
-                     pg_env(work, url), work / "pg-export.log")
-    try:
+    with serving("studio serve on PostgreSQL", pg_env(work, url),
+                 work / "pg-export.log") as server:
         found = {**exports.bench_export(server, count), "export_seed_s": seeded}
-    finally:
-        server.stop()
     return {f"pg_{key}": value for key, value in found.items()}
 
 
-def measure_pg(work: Path, quick: bool) -> dict[str, Any]:
+def sized(size: str) -> Callable[[Any, Any, Any], Any]:
+    """Picks the full, quick or smoke one of three figures, as the run's size says."""
+    place = SIZES.index(size)
+    return lambda full, quick, smoke: (full, quick, smoke)[place]
+
+
+def measure_pg(work: Path, size: str) -> dict[str, Any]:
     """Every PostgreSQL figure; run inside the cluster `pg.in_cluster` makes."""
+    n = sized(size)
     parts: list[tuple[str, Callable[[], dict[str, Any]]]] = [
-        ("pg store", lambda: asyncio.run(pg.bench_create(8 if quick else 30))),
-        ("pg workers", lambda: pg.bench_worker_scale(work, 600 if quick else 1500,
-                                                      1 if quick else 2)),
-        ("pg http", lambda: bench_pg_http(work, 4 if quick else 10)),
-        ("pg issuing", lambda: bench_pg_issuing(work, 200 if quick else 600)),
-        ("pg accounts", lambda: bench_pg_accounts(work, 50 if quick else 150)),
-        ("pg frozen host", lambda: bench_pg_frozen_host(work, 3 if quick else 7)),
-        ("pg export", lambda: bench_pg_export(work, 10_000 if quick else 100_000)),
+        ("pg store", lambda: asyncio.run(pg.bench_create(n(30, 8, 2)))),
+        ("pg workers", lambda: pg.bench_worker_scale(work, n(1500, 600, 50), n(2, 1, 1),
+                                                      n(200, 200, 40))),
+        ("pg http", lambda: bench_pg_http(work, n(10, 4, 1), n(ROUNDS, ROUNDS, 1))),
+        ("pg issuing", lambda: bench_pg_issuing(work, n(600, 200, 20))),
+        ("pg accounts", lambda: bench_pg_accounts(work, n(150, 50, 8))),
+        ("pg frozen host", lambda: bench_pg_frozen_host(work, n(7, 3, 1))),
+        ("pg export", lambda: bench_pg_export(work, n(100_000, 10_000, 200))),
     ]
     # STUDIO_BENCH_PG_PARTS="pg accounts,pg frozen host" runs only those (to measure one).
     wanted = [name.strip() for name in os.environ.get("STUDIO_BENCH_PG_PARTS", "").split(",")
@@ -1015,74 +910,72 @@ def print_table(results: dict[str, Any]) -> None:
               f" (gapless: {results['pg_issue_2hosts_gapless']})")
 
 
-def install_wrk() -> None:
-    """The load generator, installed from Debian's packages when it is missing."""
-    if shutil.which("wrk") is not None:
-        return
-    sudo = [] if os.geteuid() == 0 else ["sudo"]
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run([*sudo, "apt-get", "update", "-qq"], check=True, env=env)
-    subprocess.run([*sudo, "apt-get", "install", "-y", "-qq", "wrk"], check=True, env=env)
-
-
-def steps(quick: bool) -> dict[str, Callable[[Path], dict[str, Any]]]:
-    """Each part of the run by the name `--only` takes, in the order a full run takes them."""
-    seconds = 4 if quick else 8
+def steps(size: str) -> dict[str, Callable[[Path], dict[str, Any]]]:
+    """Each part of the run by the name `--only` takes, in the order a full run takes them;
+    `size` is one of SIZES."""
+    n = sized(size)
+    seconds = n(8, 4, 1)
     return {
-        "store": lambda w: asyncio.run(bench_create(w, 8 if quick else 30)),
-        "worker": lambda w: asyncio.run(bench_worker(w, 300 if quick else 600,
-                                                     1 if quick else 3)),
-        "http": lambda w: bench_http(w, 4 if quick else 10),
+        "store": lambda w: asyncio.run(bench_create(w, n(30, 8, 2))),
+        "worker": lambda w: asyncio.run(bench_worker(w, n(600, 300, 50), n(3, 1, 1))),
+        "http": lambda w: bench_http(w, n(10, 4, 1), n(ROUNDS, ROUNDS, 1)),
         "flood": lambda w: bench_login_flood(w, seconds),
         "flood-unthrottled": lambda w: bench_login_flood(w, seconds, throttled=False),
-        "issuing": lambda w: bench_issuing(w, 30 if quick else 200, 200 if quick else 600),
-        "upload": lambda w: bench_uploading(w, 5 if quick else 15),
-        "pdf": lambda w: bench_pdf(w, seconds),
-        "import": lambda w: bench_import(w, seconds),
-        "list": lambda w: bench_listing(w),
-        "payments": lambda w: asyncio.run(payments.bench_payment(w, 40 if quick else 200)),
-        "export": lambda w: bench_export(w),
-        "facturx": lambda w: facturx.bench_facturx(w, 5 if quick else 20),
-        "sending": lambda w: asyncio.run(sending.bench_send_queue(w, 40 if quick else 200)),
-        "receipts": lambda w: bench_receipts(w, seconds),
-        "pg": lambda w: pg.in_cluster(quick),
+        "issuing": lambda w: bench_issuing(w, n(200, 30, 5), n(600, 200, 20)),
+        "upload": lambda w: bench_uploading(w, n(15, 5, 1)),
+        "pdf": lambda w: bench_pdf(w, n(8, 4, 3), n(4, 4, 1)),
+        "import": lambda w: bench_import(w, seconds, n(20_000, 20_000, 200)),
+        "list": lambda w: bench_listing(w, n(150_000, 150_000, 300)),
+        "payments": lambda w: asyncio.run(payments.bench_payment(w, n(200, 40, 5))),
+        "export": lambda w: bench_export(w, n(100_000, 100_000, 300)),
+        "facturx": lambda w: facturx.bench_facturx(w, n(20, 5, 2)),
+        "sending": lambda w: asyncio.run(sending.bench_send_queue(w, n(200, 40, 5))),
+        "receipts": lambda w: bench_receipts(w, seconds, n(None, None, 2)),
+        "pg": lambda w: pg.in_cluster(size),
     }
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--quick", action="store_true",
-                        help="every part with fewer repetitions and shorter loads")
+    sizes = parser.add_mutually_exclusive_group()
+    sizes.add_argument("--quick", action="store_true",
+                       help="every part with fewer repetitions and shorter loads")
+    sizes.add_argument("--smoke", action="store_true",
+                       help="every part at its smallest, to show that it runs: its figures"
+                            " mean nothing (the test command runs this)")
     parser.add_argument("--out", type=Path, default=None,
                         help=f"where the figures go (default {RESULTS.relative_to(ROOT)};"
-                             " with --only, nowhere unless given)")
+                             " with --only or --smoke, nowhere unless given)")
     parser.add_argument("--only", default=None, metavar="PART,...",
-                        help="run only these parts: " + ", ".join(steps(False)))
+                        help="run only these parts: " + ", ".join(steps("full")))
     parser.add_argument("--flood-only", type=Path, metavar="ROOT", default=None,
                         help="only the sign-in flood, against the studio checked out at ROOT"
                              " (to measure an older version); prints, writes nothing")
     parser.add_argument("--in-cluster", type=Path, metavar="FILE", default=None,
                         help=argparse.SUPPRESS)  # the PostgreSQL part, run by pg.in_cluster
     args = parser.parse_args(argv)
+    size = "smoke" if args.smoke else "quick" if args.quick else "full"
     if args.in_cluster is not None:
         pg.started(args.in_cluster).touch()
         with tempfile.TemporaryDirectory(prefix="studio-bench-") as folder:
-            figures = measure_pg(Path(folder), args.quick)
+            figures = measure_pg(Path(folder), size)
         args.in_cluster.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n")
         return
     if args.flood_only is not None:
         with tempfile.TemporaryDirectory(prefix="studio-bench-") as folder:
-            print(json.dumps(bench_login_flood(Path(folder), 4 if args.quick else 8,
+            print(json.dumps(bench_login_flood(Path(folder), sized(size)(8, 4, 1),
                                                root=args.flood_only.resolve()), indent=2))
         return
-    parts = steps(args.quick)
+    parts = steps(size)
     chosen = list(parts) if args.only is None else [p.strip() for p in args.only.split(",")]
     unknown = [name for name in chosen if name not in parts]
     if unknown:
         parser.error(f"no part named {', '.join(unknown)}; the parts are {', '.join(parts)}")
-    out = args.out if args.out is not None or args.only is not None else RESULTS
+    # A run of some parts, or of meaningless sizes, never stands in for a whole run.
+    whole = args.only is None and not args.smoke
+    out = args.out if args.out is not None or not whole else RESULTS
     install_wrk()
-    results: dict[str, Any] = {**machine(), "quick": args.quick}
+    results: dict[str, Any] = {**machine(), "quick": args.quick, "size": size}
     if args.only is not None:
         results["only"] = chosen
     with tempfile.TemporaryDirectory(prefix="studio-bench-") as folder:

@@ -4,19 +4,17 @@ accountant's CSV of 100,000 issued invoices to a client reading it as it comes."
 from __future__ import annotations
 
 import datetime as dt
-import sqlite3
 import time
 import uuid
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from bench.setup import seeding, signed_in
 from bench.uploads import peak_rss_mb, reset_peak
 from studio.accounts.auth import add_actor
 from studio.billing import invoices, profiles
 from studio.store import postgres
-from studio.store.sqlite import prepare
 from studio.store.transactions import in_transaction
 
 EMAIL, PASSWORD = "export@example.com", "bench-password"
@@ -34,9 +32,7 @@ DAYS = 365
 
 def seed_issued_many(db_path: Path, count: int) -> None:
     """`seed_issued` into a new SQLite file."""
-    prepare(db_path)
-    db = sqlite3.connect(db_path, isolation_level=None)
-    db.row_factory = sqlite3.Row
+    db = seeding(db_path)
     try:
         seed_issued(db, count, [row[1] for row in db.execute("PRAGMA table_info(invoices)")])
     finally:
@@ -108,8 +104,7 @@ def bench_export(server: Any, count: int) -> dict[str, Any]:
     small export loads every module and template the export uses; then the peak is reset and
     the whole range is streamed, read 64 KiB at a time and counted, never kept."""
     pid = server.process.pid
-    with httpx.Client(base_url=server.url, timeout=600) as client:
-        client.post("/login", json={"email": EMAIL, "password": PASSWORD}).raise_for_status()
+    with closing(signed_in(server.url, EMAIL, PASSWORD, timeout=600)) as client:
         today = dt.datetime.now(dt.UTC).date()
         warm = client.get("/exports/invoices.csv", params={"from": today.isoformat()})
         warm.raise_for_status()

@@ -13,10 +13,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench.setup import open_studio_db
 from studio.accounts.auth import add_actor
 from studio.billing import documents, facturx, invoices, profiles
-from studio.store.db import Database
-from studio.store.sqlite import prepare
 
 LINES = 50
 SELLER = {"name": "Bench GmbH", "address": "Hauptstraße 1\n10115 Berlin", "country": "DE",
@@ -51,7 +50,7 @@ async def _loop_lag(stop: asyncio.Event, lags: list[float]) -> None:
 
 
 async def _measure(db_path: Path, rounds: int) -> dict[str, Any]:
-    db = await Database(db_path).open()
+    db = await open_studio_db(db_path)
     try:
         actor_id, invoice_id = await db.write(seed)
         await facturx.facturx_pdf(db, actor_id, invoice_id)  # the renderer process started
@@ -80,9 +79,7 @@ async def _measure(db_path: Path, rounds: int) -> dict[str, Any]:
 
 
 def bench_facturx(work: Path, rounds: int) -> dict[str, Any]:
-    db_path = work / "facturx.db"
-    prepare(db_path)
-    return asyncio.run(_measure(db_path, rounds))
+    return asyncio.run(_measure(work / "facturx.db", rounds))
 
 
 if __name__ == "__main__":

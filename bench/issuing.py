@@ -8,42 +8,15 @@ import statistics
 import threading
 import time
 import uuid
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from studio.accounts.auth import add_actor
-from studio.billing import invoices, profiles
+from bench.setup import open_studio_db, raw_sqlite, seed_drafts, signed_in, timed_inside
+from studio.billing import invoices
 from studio.ops.audit import audit_file
-from studio.store.db import Database
-from studio.store.sqlite import prepare
-from studio.store.transactions import in_transaction
-
-LINES = [{"description": "Work", "quantity": "3", "unit_price": "19.99", "tax_rate": "19"}]
-DRAFT = {"customer": "Bench Ltd", "currency": "EUR", "due_date": "2030-01-01",
-         "line_items": LINES}
-
-
-def seed_drafts(db_path: Path, count: int, email: str, password: str = "x") -> tuple[str, list]:
-    """An actor with a seller profile and `count` drafts (password hashed once, at setup)."""
-    prepare(db_path)
-    db = sqlite3.connect(db_path, isolation_level=None)
-    db.row_factory = sqlite3.Row
-    try:
-        return in_transaction(db, actor_with_drafts, count, email, password)
-    finally:
-        db.close()
-
-
-def actor_with_drafts(db: sqlite3.Connection, count: int, email: str,
-                      password: str) -> tuple[str, list[str]]:
-    """The unit that seeds: on either database, through the studio's own units."""
-    actor_id = add_actor(db, email, password)
-    profiles.save(db, actor_id, {"name": "Bench", "address": "", "vat_id": ""})
-    fields = invoices.parse_draft(DRAFT)
-    return actor_id, [invoices.create_draft(db, actor_id, fields, None)[0]["id"]
-                      for _ in range(count)]
 
 
 def raw_issue(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: str) -> str:
@@ -82,26 +55,15 @@ async def bench_issue(work: Path, rounds: int) -> dict[str, Any]:
     studio_path, raw_path = work / "issue-studio.db", work / "issue-raw.db"
     actor_id, drafts = seed_drafts(studio_path, rounds, "issue@example.com")
     raw_actor, raw_drafts = seed_drafts(raw_path, rounds, "raw@example.com")
-    db = await Database(studio_path).open()
-    raw = sqlite3.connect(raw_path, isolation_level=None, check_same_thread=False)
-    for pragma in ("busy_timeout = 30000", "foreign_keys = ON", "synchronous = FULL"):
-        raw.execute(f"PRAGMA {pragma}")
+    db = await open_studio_db(studio_path)
+    raw = raw_sqlite(raw_path)
     inside: list[float] = []
-
-    def timed(unit: Any, *args: Any) -> Any:
-        def run(connection: sqlite3.Connection) -> Any:
-            started = time.perf_counter()
-            try:
-                return in_transaction(connection, unit, *args)
-            finally:
-                inside.append(time.perf_counter() - started)
-        return run
-
     call_s, raw_s, hop_s = [], [], []
     try:
         for n, (draft, raw_draft) in enumerate(zip(drafts, raw_drafts, strict=True)):
             started = time.perf_counter()
-            await db.on_writer(timed(invoices.issue, actor_id, draft, f"bench-{n}", 1))
+            await db.on_writer(timed_inside(inside, invoices.issue, actor_id, draft,
+                                            f"bench-{n}", 1))
             call_s.append(time.perf_counter() - started)
             started = time.perf_counter()
             raw_issue(raw, raw_actor, raw_draft, f"bench-{n}")
@@ -127,8 +89,8 @@ def issue_through(processes: list[Any], drafts: list[str], email: str, password:
     each draft by its own request id: (seconds taken, the bodies of replies other than 201)."""
     cookies = []
     for process in processes:
-        reply = httpx.post(process.url + "/login", json={"email": email, "password": password})
-        cookies.append(reply.cookies["studio_session"])
+        with closing(signed_in(process.url, email, password)) as client:
+            cookies.append(client.cookies["studio_session"])
     queue = list(drafts)
     lock = threading.Lock()
     failures: list[str] = []

@@ -7,13 +7,12 @@ import sqlite3
 import statistics
 import time
 import uuid
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from bench.issuing import seed_drafts
 from bench.loaded import percentile
+from bench.setup import seed_drafts, signed_in
 
 EMAIL, PASSWORD = "list@example.com", "bench-password"
 
@@ -47,9 +46,7 @@ def bench_list(server: Any, count: int, budget_s: float = 20.0, most: int = 15
                ) -> dict[str, Any]:
     """`server` is a running `studio serve` on the database `seed_many` made."""
     times, sizes, items, links = [], [], [], []
-    with httpx.Client(base_url=server.url, headers={"Accept": "application/json"},
-                      timeout=120) as client:
-        client.post("/login", json={"email": EMAIL, "password": PASSWORD}).raise_for_status()
+    with closing(signed_in(server.url, EMAIL, PASSWORD)) as client:
         client.get("/invoices").raise_for_status()  # warm the page cache and the statements
         until = time.monotonic() + budget_s
         while len(times) < most and (len(times) < 3 or time.monotonic() < until):

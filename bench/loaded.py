@@ -21,6 +21,8 @@ from typing import Any
 
 import httpx
 
+from bench.setup import signed_in
+
 LINES = 200
 PDF_CLIENTS = 40
 PDF_PAUSE_MS = 500  # each client waits this long before each download: a person, not a loop
@@ -84,12 +86,6 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
 
 
-def signed_in(url: str, email: str, password: str) -> httpx.Client:
-    client = httpx.Client(base_url=url, headers={"Accept": "application/json"}, timeout=120)
-    client.post("/login", json={"email": email, "password": password}).raise_for_status()
-    return client
-
-
 def poll_path(client: httpx.Client, tag: str) -> str:
     """A proposed lease to poll: its answer no longer changes, as in the other poll figures."""
     invoice = client.get("/invoices").json()[0]["id"]
@@ -146,7 +142,7 @@ def bench_pdf_load(server: Any, wrk: Callable[..., dict[str, Any]], seconds: flo
     closed loop as fast as the server answers, and any route at all, however cheap, would
     queue a poll behind 40 requests: the figure would measure the event loop's queue, not
     what a PDF costs."""
-    client = signed_in(server.url, "ada@example.com", "studio-demo")
+    client = signed_in(server.url)
     try:
         path = poll_path(client, "pdf")
         drafts = []
@@ -251,7 +247,7 @@ def bench_import_load(work: Path, server: Any, env: dict[str, str], db_path: Pat
     own process on the same file, as an operator would run it, while one client polls."""
     source = work / "import.csv"
     import_csv(source, drafts)
-    client = signed_in(server.url, "ada@example.com", "studio-demo")
+    client = signed_in(server.url)
     try:
         path = poll_path(client, f"import-{uuid.uuid4().hex[:6]}")
 

@@ -12,40 +12,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from studio.accounts.auth import add_actor
-from studio.billing import invoices, payments, profiles
-from studio.store.db import Database
-from studio.store.sqlite import prepare
-from studio.store.transactions import in_transaction
+from bench.setup import open_studio_db, raw_sqlite, seed_issued, timed_inside
+from studio.billing import payments
 
-LINES = [{"description": "Work", "quantity": "3", "unit_price": "19.99", "tax_rate": "19"}]
-DRAFT = {"customer": "Bench Ltd", "currency": "EUR", "due_date": "2030-01-01",
-         "line_items": LINES}
 PAYMENT = {"amount": "20.00", "method": "bank_transfer", "reference": "bench"}
-
-
-def seed_issued(db_path: Path, count: int, email: str) -> tuple[str, list[str]]:
-    """An actor with `count` invoices issued through the studio's own units (so each has its
-    balance row), in one transaction."""
-    prepare(db_path)
-    db = sqlite3.connect(db_path, isolation_level=None)
-    db.row_factory = sqlite3.Row
-
-    def seed(db: sqlite3.Connection) -> tuple[str, list[str]]:
-        actor_id = add_actor(db, email, "x")
-        profiles.save(db, actor_id, {"name": "Bench", "address": "", "vat_id": ""})
-        fields = invoices.parse_draft(DRAFT)
-        made = []
-        for n in range(count):
-            draft, _ = invoices.create_draft(db, actor_id, fields, None)
-            invoices.issue(db, actor_id, draft["id"], f"seed-{n}", 1)
-            made.append(draft["id"])
-        return actor_id, made
-
-    try:
-        return in_transaction(db, seed)
-    finally:
-        db.close()
 
 
 def raw_record(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: str,
@@ -90,29 +60,17 @@ async def bench_payment(work: Path, rounds: int) -> dict[str, Any]:
     studio_path, raw_path = work / "payment-studio.db", work / "payment-raw.db"
     actor_id, issued = seed_issued(studio_path, rounds, "pay@example.com")
     raw_actor, raw_issued = seed_issued(raw_path, rounds, "raw@example.com")
-    db = await Database(studio_path).open()
-    raw = sqlite3.connect(raw_path, isolation_level=None, check_same_thread=False)
-    for pragma in ("busy_timeout = 30000", "foreign_keys = ON", "synchronous = FULL"):
-        raw.execute(f"PRAGMA {pragma}")
+    db = await open_studio_db(studio_path)
+    raw = raw_sqlite(raw_path)
     today = dt.datetime.now(dt.UTC).date().isoformat()
     fields = payments.parse_payment({**PAYMENT, "date": today})
     inside: list[float] = []
-
-    def timed(unit: Any, *args: Any) -> Any:
-        def run(connection: sqlite3.Connection) -> Any:
-            started = time.perf_counter()
-            try:
-                return in_transaction(connection, unit, *args)
-            finally:
-                inside.append(time.perf_counter() - started)
-        return run
-
     call_s, raw_s = [], []
     try:
         for n, (invoice, raw_invoice) in enumerate(zip(issued, raw_issued, strict=True)):
             started = time.perf_counter()
-            _, created = await db.on_writer(timed(payments.record_payment, actor_id, invoice,
-                                                  f"bench-{n}", fields))
+            _, created = await db.on_writer(timed_inside(
+                inside, payments.record_payment, actor_id, invoice, f"bench-{n}", fields))
             call_s.append(time.perf_counter() - started)
             assert created
             started = time.perf_counter()

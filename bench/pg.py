@@ -24,7 +24,7 @@ from typing import Any
 
 import psycopg
 
-from bench.issuing import actor_with_drafts
+from bench.setup import actor_with_drafts, seed_actor
 from studio.accounts.auth import Actor
 from studio.config import Settings
 from studio.leasing import intents
@@ -55,17 +55,19 @@ def install_postgresql() -> None:
                     "postgresql-common"], check=True, env=env)
 
 
-def in_cluster(quick: bool, attempts: int = 3) -> dict[str, Any]:
+def in_cluster(size: str, attempts: int = 3) -> dict[str, Any]:
     """Every PostgreSQL figure, measured by `python -m bench --in-cluster FILE` run inside a
     throwaway cluster. A cluster that never came up (pg_virtualenv can lose a port to another
-    cluster made at the same moment on a shared machine) is made again."""
+    cluster made at the same moment on a shared machine) is made again. `size` is "full",
+    "quick" or "smoke", as `python -m bench` takes them."""
     install_postgresql()
     sudo = [] if os.geteuid() == 0 else ["sudo"]
     with tempfile.TemporaryDirectory(prefix="studio-bench-pg-") as folder:
         out = Path(folder) / "pg.json"
         command = [*sudo, *CLUSTER, sys.executable, "-m", "bench", "--in-cluster", str(out)]
         for attempt in range(1, attempts + 1):
-            finished = subprocess.run(command + (["--quick"] if quick else []), cwd=ROOT)
+            sized = [] if size == "full" else [f"--{size}"]
+            finished = subprocess.run(command + sized, cwd=ROOT)
             if finished.returncode == 0:
                 return json.loads(out.read_text())
             if started(out).exists() or attempt == attempts:
@@ -88,31 +90,6 @@ def new_database(name: str) -> str:
     url = f"postgresql:///{name}"
     postgres.prepare(url)
     return url
-
-
-def seed_actor(db: postgres.Connection, invoices: int) -> tuple[Actor, list[str]]:
-    """An actor with a session and `invoices` issued invoices, written directly."""
-    actor = Actor(str(uuid.uuid4()), f"bench-{uuid.uuid4().hex[:6]}@example.com",
-                  uuid.uuid4().hex)
-    invoice_ids = [str(uuid.uuid4()) for _ in range(invoices)]
-
-    def seed(db: postgres.Connection) -> None:
-        db.execute("INSERT INTO actors (id, email, password_hash, created_at)"
-                   " VALUES (?, ?, 'x', ?)", (actor.id, actor.email, time.time()))
-        db.execute("INSERT INTO sessions (id, actor_id, created_at) VALUES (?, ?, ?)",
-                   (actor.session_id, actor.id, time.time()))
-        db.executemany(
-            "INSERT INTO invoices (id, owner_id, status, number, customer, currency, net, tax,"
-            " total, due_date, line_items) VALUES (?, ?, 'issued', ?, 'Bench Ltd', 'EUR',"
-            " '100.00', '0.00', '100.00', '2030-01-01', ?)",
-            [(invoice_id, actor.id, f"B-{n:04d}",
-              json.dumps([{"description": "Work", "quantity": "1", "unit_price": "100.00",
-                           "tax_rate": "0"}]))
-             for n, invoice_id in enumerate(invoice_ids)],
-        )
-
-    in_transaction(db, seed)
-    return actor, invoice_ids
 
 
 def lease_request(invoice_ids: list[str], request_id: str, settings: Settings
@@ -252,9 +229,10 @@ def make_lease(db: postgres.Connection, actor: Actor, invoice_ids: list[str], re
     return receipt["lease_id"]
 
 
-def workers_rate(workers: int, tasks: int, work: Path, n: int) -> dict[str, Any]:
+def workers_rate(workers: int, tasks: int, work: Path, n: int, warm_each: int = 200
+                 ) -> dict[str, Any]:
     """Tasks per second of `workers` `studio worker` processes through one lease of `tasks`
-    tasks, the provider sleeping 20 ms per task.
+    tasks, the provider sleeping 20 ms per task; `warm_each` warm-up tasks a worker.
 
     A worker with nothing to do looks again every half second, so a lease arriving at idle
     workers is picked up by each at a different moment. So the workers are first kept busy by
@@ -264,7 +242,7 @@ def workers_rate(workers: int, tasks: int, work: Path, n: int) -> dict[str, Any]
     url = new_database(f"bench_workers_{workers}_{n}")
     settings = Settings(database_url=url)
     db = postgres.connect(url)
-    warm = 200 * workers
+    warm = warm_each * workers
     actor, invoice_ids = seed_actor(db, (warm + tasks) // 5)
     running = start_workers(workers, url, work, f"{workers}-{n}")
     try:
@@ -303,13 +281,14 @@ def workers_rate(workers: int, tasks: int, work: Path, n: int) -> dict[str, Any]
     }
 
 
-def bench_worker_scale(work: Path, tasks: int, rounds: int) -> dict[str, Any]:
+def bench_worker_scale(work: Path, tasks: int, rounds: int, warm_each: int = 200
+                       ) -> dict[str, Any]:
     """`pg_worker_scale_2`: the median rate of two workers over the median of one,
     alternating one and two, each on a database of its own."""
     one, two = [], []
     for n in range(rounds):
-        one.append(workers_rate(1, tasks, work, n))
-        two.append(workers_rate(2, tasks, work, n))
+        one.append(workers_rate(1, tasks, work, n, warm_each))
+        two.append(workers_rate(2, tasks, work, n, warm_each))
     rate_one = statistics.median(run["rate"] for run in one)
     rate_two = statistics.median(run["rate"] for run in two)
     return {

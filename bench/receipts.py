@@ -21,16 +21,15 @@ import uuid
 from typing import Any
 
 from bench import loaded
+from bench.setup import signed_in
 from studio.leasing.providers import local
 from studio.leasing.purposes import PURPOSES
 from tests import receipts as drawn
 
-PASSWORD = "studio-demo"
 
-
-def photographed() -> list[tuple[drawn.Receipt, bytes]]:
-    """Every held-out receipt, photographed."""
-    held_out = [make() for make in drawn.HELD_OUT]
+def photographed(count: int | None = None) -> list[tuple[drawn.Receipt, bytes]]:
+    """The first `count` held-out receipts (all unless given), photographed."""
+    held_out = [make() for make in drawn.HELD_OUT[:count]]
     return [(receipt, drawn.photograph(drawn.draw(receipt), seed=n))
             for n, receipt in enumerate(held_out)]
 
@@ -68,15 +67,17 @@ def _peak_rss_mb() -> float:
     return max(own, children) / 1024
 
 
-def bench_reading() -> dict[str, Any]:
-    return asyncio.run(_read_each(photographed()))
+def bench_reading(count: int | None = None) -> dict[str, Any]:
+    return asyncio.run(_read_each(photographed(count)))
 
 
-def bench_poll_under_receipts(server: Any, seconds: float) -> dict[str, Any]:
-    """Four read_receipt requests at once through the demo's server, a poll beside them."""
-    photos = [photo for _, photo in photographed()[:4]]
-    client = loaded.signed_in(server.url, "ada@example.com", PASSWORD)
-    reader = loaded.signed_in(server.url, "ada@example.com", PASSWORD)
+def bench_poll_under_receipts(server: Any, seconds: float, count: int | None = None
+                              ) -> dict[str, Any]:
+    """Four read_receipt requests at once (fewer if `count` says so) through the demo's
+    server, a poll beside them."""
+    photos = [photo for _, photo in photographed(min(4, count or 4))]
+    client = signed_in(server.url)
+    reader = signed_in(server.url)
     path = loaded.poll_path(client, "receipts")
     before = loaded.idle_polls(client, path, seconds)
     drafts = []

@@ -13,10 +13,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.payments import seed_issued
+from bench.setup import open_studio_db, raw_sqlite, seed_issued, timed_inside
 from studio.mail import outbox
-from studio.store.db import Database
-from studio.store.transactions import in_transaction
 
 MAIL_FROM = "billing@bench.test"
 ASKED = outbox.parse_send({"to": "accounts@customer.test", "subject": "Invoice",
@@ -59,27 +57,15 @@ async def bench_send_queue(work: Path, rounds: int) -> dict[str, Any]:
     studio_path, raw_path = work / "send-studio.db", work / "send-raw.db"
     actor_id, issued = seed_issued(studio_path, rounds, "send@example.com")
     raw_actor, raw_issued = seed_issued(raw_path, rounds, "raw@example.com")
-    db = await Database(studio_path).open()
-    raw = sqlite3.connect(raw_path, isolation_level=None, check_same_thread=False)
-    for pragma in ("busy_timeout = 30000", "foreign_keys = ON", "synchronous = FULL"):
-        raw.execute(f"PRAGMA {pragma}")
+    db = await open_studio_db(studio_path)
+    raw = raw_sqlite(raw_path)
     inside: list[float] = []
-
-    def timed(unit: Any, *args: Any) -> Any:
-        def run(connection: sqlite3.Connection) -> Any:
-            started = time.perf_counter()
-            try:
-                return in_transaction(connection, unit, *args)
-            finally:
-                inside.append(time.perf_counter() - started)
-        return run
-
     call_s, raw_s = [], []
     try:
         for n, (invoice, raw_invoice) in enumerate(zip(issued, raw_issued, strict=True)):
             started = time.perf_counter()
-            _, created = await db.on_writer(timed(
-                outbox.queue, actor_id, invoice, "send", f"bench-{n}", ASKED, MAIL_FROM,
+            _, created = await db.on_writer(timed_inside(
+                inside, outbox.queue, actor_id, invoice, "send", f"bench-{n}", ASKED, MAIL_FROM,
                 "http://bench.test/"))
             call_s.append(time.perf_counter() - started)
             assert created

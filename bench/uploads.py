@@ -13,6 +13,8 @@ from typing import Any
 
 import httpx
 
+from bench.setup import signed_in
+
 MIB = 1024 * 1024
 
 
@@ -64,10 +66,7 @@ def bench_uploads(work: Path, server: Any, bare: Any, db_path: Path, rounds: int
                   ) -> dict[str, Any]:
     """`server` is a running `studio serve --demo` on `db_path`; `bare` the bare Starlette
     app, whose upload route only streams, hashes and fsyncs."""
-    client = httpx.Client(base_url=server.url, headers={"Accept": "application/json"},
-                          timeout=120)
-    client.post("/login", json={"email": "ada@example.com", "password": "studio-demo"}
-                ).raise_for_status()
+    client = signed_in(server.url)
     invoice = next(i["id"] for i in client.get("/invoices").json() if i["status"] == "draft")
     url = f"/invoices/{invoice}/attachments"
     studio_s, raw_s, bare_s = [], [], []

@@ -32,6 +32,8 @@ if [[ "$backends" == *postgresql* ]] && ! command -v pg_virtualenv >/dev/null 2>
   missing="$missing postgresql postgresql-common"
 fi
 command -v flock >/dev/null 2>&1 || missing="$missing util-linux"
+# The bench's load generator: tests/test_bench_smoke.py runs every part of the bench.
+command -v wrk >/dev/null 2>&1 || missing="$missing wrk"
 if [ -n "$missing" ]; then
   $as_root apt-get update -qq
   # shellcheck disable=SC2086

@@ -14,7 +14,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from studio.leasing.providers import Providers
-from studio.leasing.providers.openai import MOST_COMPLETION_BYTES, OpenAIProvider
+from studio.leasing.providers.openai import (
+    MOST_COMPLETION_BYTES,
+    MOST_REQUEST_BYTES,
+    OpenAIProvider,
+)
 from studio.leasing.providers.seam import ProviderError
 from studio.leasing.purposes import PURPOSES
 from tests.conftest import (
@@ -28,6 +32,7 @@ from tests.conftest import (
     wait_for_status,
     wait_until,
 )
+from tests.test_attachments import png
 from tests.test_providers import INVOICE, FakeModelServer
 
 pytestmark = pytest.mark.anyio
@@ -265,3 +270,14 @@ def test_a_stopped_studio_serve_ends_in_seconds_while_the_model_server_trickles(
         wait_until(lambda: trickling.open == 0, 3, "the probe's connection to close")
     finally:
         server.stop(kill=True)
+
+
+async def test_a_receipt_past_what_one_request_may_carry_is_never_sent():
+    with FakeModelServer() as server:
+        provider = OpenAIProvider(server.url, "tiny", "")
+        receipt = {"content_type": "image/png", "filename": "huge.png",
+                   "data": png(1) + b"\0" * (MOST_REQUEST_BYTES * 3 // 4)}
+        with pytest.raises(ProviderError, match="more than one request to the model may carry"):
+            await provider.complete(PURPOSES["read_receipt"], {**INVOICE, "receipts": [receipt]},
+                                    "a", candidate=1, timeout=10.0)
+        assert server.requests == []

@@ -79,7 +79,9 @@ async def test_a_receipt_read_into_a_draft_adds_exactly_the_proposed_lines_once(
     proposal = candidate["proposal"]
     # The till's prices include VAT; the draft's lines are net, so the proposal says so.
     assert proposal == as_lines_billed(receipt.expected())
-    assert candidate["summary"] == f"6 lines from Frischmarkt Sommer, EUR {receipt.total}"
+    # What apply adds, as the draft totals it: here the receipt's own total.
+    assert candidate["summary"] == \
+        f"6 lines from Frischmarkt Sommer, EUR {receipt.total} (EUR 21.25 before tax)."
     before = lines_of(studio.settings.db_path, invoice_id)
     revision = (await client.get(f"/invoices/{invoice_id}")).json()["revision"]
 

@@ -21,18 +21,19 @@ from babel.numbers import (
     list_currencies,
 )
 
+from studio import lines as rule
 from studio.billing.identifiers import plain
 from studio.errors import Refusal
 
-MAX_LINES = 200
+# What a line may hold is `studio.lines`, the rule proposals and the receipt reader keep too.
+MAX_LINES = rule.MAX_LINES
 # Room for 200 lines of the largest amounts at 100 % tax, so no sum ever loses a digit.
 ARITHMETIC = Context(prec=60, rounding=ROUND_HALF_UP)
-MAX_TOTAL = Decimal("1e15")
-MAX_DESCRIPTION = 500
-# Sane sizes: a quantity or price of at most twelve whole digits and six decimals, in ASCII
-# digits only (`\d` and Decimal would take Arabic-Indic, fullwidth and other digits too).
-AMOUNT = re.compile(r"[0-9]{1,12}(\.[0-9]{1,6})?")
-RATE = re.compile(r"[0-9]{1,3}(\.[0-9]{1,4})?")
+MAX_TOTAL = Decimal(rule.MAX_TOTAL)
+MAX_DESCRIPTION = rule.MAX_DESCRIPTION
+AMOUNT = re.compile(rule.AMOUNT)
+QUANTITY = re.compile(rule.QUANTITY)
+RATE = re.compile(rule.PERCENT)
 # A JSON number in exponent form is written out in full only while that stays short.
 LONGEST_EXPONENT = 15
 # A stored amount past 10**15 is not read as a number (no studio ever took one), so no
@@ -146,29 +147,25 @@ def parse_line(raw: object, line: int) -> Line:
     if not isinstance(description, str) or not 1 <= len(description.strip()) <= MAX_DESCRIPTION:
         raise Refusal("invalid_body",
                       f"Line {line}: the description must be 1 to {MAX_DESCRIPTION} characters.")
-    quantity = _decimal(raw.get("quantity"), AMOUNT, "the quantity must be a number above 0 "
+    quantity = _decimal(raw.get("quantity"), QUANTITY, "the quantity must be a number above 0 "
                         "with at most 12 digits before the point and 6 after.", line)
-    if quantity <= 0:
-        raise Refusal("invalid_body", f"Line {line}: the quantity must be above 0.")
     unit_price = _decimal(raw.get("unit_price"), AMOUNT, "the unit price must be a number, 0 "
                           "or more, with at most 12 digits before the point and 6 after.", line)
     tax_rate = _decimal(raw.get("tax_rate", "0"), RATE,
                         "the tax rate must be a percent from 0 to 100, like 19 or 7.5.", line)
-    if tax_rate > 100:
-        raise Refusal("invalid_body", f"Line {line}: the tax rate must be at most 100 percent.")
     discount = raw.get("discount_percent")
     if discount is None or (isinstance(discount, str) and not discount.strip()):
         discount_percent = None  # left out, or a form's blank field
     else:
         discount_percent = _decimal(discount, RATE, "the discount must be a percent from 0 to"
                                     " 100, like 10 or 2.5.", line)
-        if discount_percent > 100:
-            raise Refusal("invalid_body", f"Line {line}: the discount must be at most 100 "
-                                          "percent.")
         # No discount is one thing, however it is written: a zero is left out.
         discount_percent = compact(discount_percent) if discount_percent else None
-    return Line(plain(description, f"description of line {line}").strip(),
-                compact(quantity), unit_price, compact(tax_rate), discount_percent)
+    text = plain(description, f"description of line {line}").strip()
+    if not rule.shows(text):
+        raise Refusal("invalid_body", f"Line {line}: the description shows nothing: invisible"
+                                      " characters alone are not text.")
+    return Line(text, compact(quantity), unit_price, compact(tax_rate), discount_percent)
 
 
 def stored_line(raw: object) -> Line | None:

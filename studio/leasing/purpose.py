@@ -8,12 +8,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from studio import lines
+
 Invoice = dict[str, Any]
 Row = Any
 # What a receipt may be: the attachment types the store accepts, judged by their bytes.
 RECEIPT_TYPES = ("application/pdf", "image/png", "image/jpeg", "image/webp", "image/heic")
-AMOUNT = {"type": ["string", "null"], "pattern": r"^[0-9]{1,12}(\.[0-9]{1,6})?$"}
-TEXT = {"type": ["string", "null"], "maxLength": 500}
+# A line of a reading, by the one rule a draft's lines keep (`studio.lines`); null where unread.
+AMOUNT = {"type": ["string", "null"], "pattern": f"^{lines.AMOUNT}$"}
+QUANTITY = {"type": ["string", "null"], "pattern": f"^{lines.QUANTITY}$"}
+PERCENT = {"type": ["string", "null"], "pattern": f"^{lines.PERCENT}$"}
+DESCRIPTION = {"type": ["string", "null"], "maxLength": lines.MAX_DESCRIPTION,
+               "pattern": f"^{lines.DESCRIPTION}$"}
+TEXT = {"type": ["string", "null"], "maxLength": 500,
+        "pattern": f"^[^{lines.CONTROL[1:-1]}]*$"}
 
 
 @dataclass(frozen=True)
@@ -26,7 +34,10 @@ class Purpose:
     refuse: Callable[[Any, Row], None]  # at submit: raises when the invoice is no target
     fence: Callable[[Any, Row], str]  # the state apply must still find
     write: Callable[[Any, str, Row, dict[str, Any], str], None]  # apply's one write
-    summary: Callable[[dict[str, Any]], str]  # the proposal in one line a person reads
+    # The proposal in a line a person reads, for the invoice as the writer was given it.
+    summary: Callable[[dict[str, Any], Invoice], str]
+    # What the schema cannot say: raises when the proposal still cannot be used.
+    check: Callable[[dict[str, Any]], None] = lambda proposal: None
     lease_seconds: float = 90.0
     reads_receipts: bool = False
 

@@ -4,7 +4,8 @@ the state that fences it: what apply must still find, or it writes nothing.
 
 - summarize_invoice: any invoice; apply writes its summary; no fence.
 - read_receipt: a draft with a receipt attached; apply appends the lines read; fenced by the
-  draft's revision when the lease was made (409 draft_changed).
+  draft's revision when the lease was made (409 draft_changed). Its lines keep the one rule a
+  draft's lines keep (`studio.lines`); a reading without a currency is in the draft's.
 - draft_reminder: an issued invoice with money left to pay; apply saves its reminder, never
   sends it; fenced by its payments and credit notes (409 invoice_changed).
 
@@ -17,14 +18,19 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+from decimal import Decimal
 from typing import Any
 
 import jsonschema
 
-from studio.billing import balances, money
+from studio import addresses, lines
+from studio.billing import balances, identifiers, money
 from studio.errors import Refusal
 from studio.leasing.purpose import (
     AMOUNT,
+    DESCRIPTION,
+    PERCENT,
+    QUANTITY,
     RECEIPT_TYPES,
     TEXT,
     Invoice,
@@ -36,11 +42,17 @@ from studio.store.transactions import clock
 
 
 def checked(purpose: Purpose, proposal: object) -> dict[str, Any]:
-    """The proposal if it fits the purpose's schema; `invalid_proposal` otherwise."""
+    """The proposal if it fits the purpose's schema and what the schema cannot say;
+    `invalid_proposal` otherwise, so it never becomes a suggestion to use."""
     error = jsonschema.exceptions.best_match(_validator(purpose.name).iter_errors(proposal))
     if error is not None:
         raise Refusal("invalid_proposal", f"The suggestion does not fit: {error.message}"[:300])
     assert isinstance(proposal, dict)
+    try:
+        purpose.check(proposal)
+    except Refusal as refused:
+        message = f"The suggestion does not fit: {refused.message}"
+        raise Refusal("invalid_proposal", message[:300]) from None
     return proposal
 
 
@@ -122,28 +134,57 @@ def _revision(db: Any, row: Row) -> str:
 def reading_lines(proposal: dict[str, Any]) -> list[dict[str, str]]:
     """The lines a reading would add: those with a description, a quantity and a unit price
     read; an unread rate is 0 until the person says otherwise."""
-    lines = []
-    for line in proposal["lines"]:
-        if line["description"] and line["quantity"] and line["unit_price"] is not None:
-            lines.append({"description": line["description"], "quantity": line["quantity"],
-                          "unit_price": line["unit_price"], "tax_rate": line["tax_rate"] or "0"})
-    return lines
+    return [{"description": line["description"], "quantity": line["quantity"],
+             "unit_price": line["unit_price"], "tax_rate": line["tax_rate"] or "0"}
+            for line in proposal["lines"] if line["description"] is not None
+            and line["quantity"] is not None and line["unit_price"] is not None]
+
+
+def _lines_fit(proposal: dict[str, Any]) -> None:
+    """Each line a reading would add is one a draft takes, by the rule apply keeps."""
+    for number, line in enumerate(reading_lines(proposal), start=1):
+        money.parse_line(line, number)
+
+
+def _with_reading(currency: str, kept: list[Any], proposal: dict[str, Any]
+                  ) -> list[money.Line]:
+    """The draft's lines with the reading's after them, as apply writes them; refused, with
+    what the person can do, when apply would refuse."""
+    if proposal["currency"] and proposal["currency"] != currency:
+        raise Refusal("currency_mismatch", f"The receipt is in {proposal['currency']} and this"
+                      f" draft in {currency}, so its lines cannot be added to it.")
+    added = reading_lines(proposal)
+    if not added:
+        raise Refusal("nothing_to_read", "No line of the receipt could be read, so there is"
+                      " nothing to add.")
+    if len(kept) + len(added) > lines.MAX_LINES:
+        raise Refusal("invalid_proposal", f"This draft has {len(kept)} line"
+                      f"{'s' if len(kept) != 1 else ''} and the receipt {len(added)}, more than"
+                      f" the {lines.MAX_LINES} a draft holds, so they cannot be added to it."
+                      " Read the receipt into a new draft instead.")
+    items = money.parse_lines([*kept, *added])
+    if money.add_up(items, currency).total >= money.MAX_TOTAL:
+        raise Refusal("invalid_proposal", "With the receipt's lines this draft would total"
+                      " 1,000,000,000,000,000 or more, more than an invoice may; check the"
+                      " amounts read.")
+    return items
 
 
 def _append_lines(db: Any, actor_id: str, row: Row, proposal: dict[str, Any],
                   fence: str) -> None:
-    if str(row["revision"]) != fence or row["status"] != "draft":
+    if row["status"] == "issued":
+        raise Refusal("invoice_issued", f"The draft was issued as {row['number']} since the"
+                      " receipt was read, and an issued invoice never changes; nothing was"
+                      " added. To bill the receipt, attach it to a new draft and read it there.")
+    if row["status"] != "draft":
+        raise Refusal("invoice_not_found", "The draft was deleted since the receipt was read;"
+                      " nothing was added. To bill the receipt, attach it to a new draft and"
+                      " read it there.")
+    if str(row["revision"]) != fence:
         raise Refusal("draft_changed", "The draft was edited since the receipt was read;"
                       " nothing was added. Read it again to add its lines.")
-    if proposal["currency"] and proposal["currency"] != row["currency"]:
-        raise Refusal("currency_mismatch", f"The receipt is in {proposal['currency']} and the"
-                      f" draft in {row['currency']}; nothing was added.")
-    added = reading_lines(proposal)
-    if not added:
-        raise Refusal("nothing_to_read", "No line of the receipt could be read, so nothing"
-                      " was added.")
     kept = json.loads(row["line_items"])
-    items = money.parse_lines([*kept, *added])
+    items = _with_reading(row["currency"], kept, proposal)
     totals = money.totals(items, row["currency"])
     written = db.execute(
         "UPDATE invoices SET line_items = ?, net = ?, tax = ?, total = ?,"
@@ -156,12 +197,36 @@ def _append_lines(db: Any, actor_id: str, row: Row, proposal: dict[str, Any],
         raise Refusal("draft_changed")
 
 
-def _reading_summary(proposal: dict[str, Any]) -> str:
-    lines = reading_lines(proposal)
-    who = proposal["supplier"] or "the receipt"
-    total = f", {proposal['currency'] or ''} {proposal['total']}".rstrip() \
-        if proposal["total"] else ""
-    return f"{len(lines)} line{'s' if len(lines) != 1 else ''} from {who}{total}"
+def _reading_summary(proposal: dict[str, Any], invoice: Invoice) -> str:
+    """What apply would add to the draft, as the draft totals it, and anything that keeps
+    the reading from being used as it is: its lines not coming to its total, no currency, or
+    why apply would refuse it."""
+    currency = invoice["currency"]
+    added = reading_lines(proposal)
+    said = f"{len(added)} line{'s' if len(added) != 1 else ''} from" \
+           f" {proposal['supplier'] or 'the receipt'}"
+    # A reading in another currency is never added: its amounts are not said in the draft's.
+    if added and proposal["currency"] in (None, currency):
+        sums = money.add_up(money.parse_lines(added), currency)
+        gross = money.text(sums.total, currency)
+        said += f", {currency} {gross}"
+        if sums.tax:
+            said += f" ({currency} {money.text(sums.net, currency)} before tax)"
+        said += "."
+        if proposal["total"] is not None and sums.total != Decimal(proposal["total"]):
+            said += (f" The lines come to {currency} {gross}, the receipt says"
+                     f" {proposal['currency'] or currency} {proposal['total']}: check them"
+                     " before you use them.")
+    else:
+        said += "."
+    if not proposal["currency"]:
+        said += f" The receipt names no currency: its amounts are taken as {currency}, the" \
+                " draft's."
+    try:
+        _with_reading(currency, invoice["line_items"], proposal)
+    except Refusal as refused:
+        said += f" {refused.message}"
+    return said
 
 
 # --- draft_reminder --------------------------------------------------------------------------
@@ -198,8 +263,23 @@ def _money_state(db: Any, row: Row) -> str:
     return json.dumps([payments, notes])
 
 
+# A subject is one line: a line break would start a header of its own in the email.
+ONE_LINE = r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*$"
+
+
+def _sendable(proposal: dict[str, Any]) -> None:
+    """Words the reminder form can send as they are, by the rules sending keeps: a subject of
+    one line that shows something, a message without control characters."""
+    subject = proposal["subject"]
+    if addresses.header_text_fault(subject) is not None or not lines.shows(subject):
+        raise Refusal("invalid_subject", "The subject must be one line of text, without line"
+                      " breaks or other invisible characters.")
+    identifiers.plain(proposal["message"], "message")
+
+
 def _save_reminder(db: Any, actor_id: str, row: Row, proposal: dict[str, Any],
                    fence: str) -> None:
+    _sendable(proposal)
     if _money_state(db, row) != fence:
         raise Refusal("invoice_changed", "A payment or credit note was recorded since the"
                       " reminder was written, so what it says may be wrong; nothing was saved."
@@ -214,7 +294,7 @@ PURPOSES: dict[str, Purpose] = {
         name="summarize_invoice", label="Summarize invoice", verb="Summarize",
         schema=strict_object({"summary": {"type": "string", "minLength": 1, "maxLength": 2000}}),
         prompt=summarize_prompt, refuse=_any_invoice, fence=_no_fence, write=_write_summary,
-        summary=lambda proposal: proposal["summary"],
+        summary=lambda proposal, invoice: proposal["summary"],
     ),
     "read_receipt": Purpose(
         name="read_receipt", label="Read the receipt", verb="Read the receipts of",
@@ -222,20 +302,23 @@ PURPOSES: dict[str, Purpose] = {
             "supplier": TEXT,
             "date": {"type": ["string", "null"], "pattern": r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
             "currency": {"type": ["string", "null"], "pattern": "^[A-Z]{3}$"},
-            "lines": {"type": "array", "maxItems": 200, "items": strict_object({
-                "description": TEXT, "quantity": AMOUNT, "unit_price": AMOUNT,
-                "tax_rate": {**AMOUNT, "pattern": r"^[0-9]{1,3}(\.[0-9]{1,2})?$"}})},
+            "lines": {"type": "array", "maxItems": lines.MAX_LINES, "items": strict_object({
+                "description": DESCRIPTION, "quantity": QUANTITY, "unit_price": AMOUNT,
+                "tax_rate": PERCENT})},
             "total": AMOUNT,
         }),
         prompt=receipt_prompt, refuse=_a_draft_with_a_receipt, fence=_revision,
-        write=_append_lines, summary=_reading_summary, reads_receipts=True,
+        write=_append_lines, summary=_reading_summary, check=_lines_fit, reads_receipts=True,
     ),
     "draft_reminder": Purpose(
         name="draft_reminder", label="Write a reminder", verb="Write a reminder for",
-        schema=strict_object({"subject": {"type": "string", "minLength": 1, "maxLength": 200},
-                        "message": {"type": "string", "minLength": 1, "maxLength": 10_000}}),
+        schema=strict_object({
+            "subject": {"type": "string", "minLength": 1, "maxLength": 200,
+                        "pattern": ONE_LINE},
+            "message": {"type": "string", "minLength": 1, "maxLength": 10_000,
+                        "pattern": f"^[^{lines.CONTROL[1:-1]}]*$"}}),
         prompt=reminder_prompt, refuse=_money_due, fence=_money_state, write=_save_reminder,
-        summary=lambda proposal: proposal["subject"],
+        summary=lambda proposal, invoice: proposal["subject"], check=_sendable,
     ),
 }
 

@@ -22,10 +22,13 @@ from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import TypedDict
 
+from studio import lines as rule
+
 CENT = Decimal("0.01")
 # What is read of a text, however long it is: a receipt has far fewer and shorter lines.
-MAX_LINES = 300
+MAX_TEXT_LINES = 300
 MAX_LINE = 160
+CONTROL = re.compile(rule.CONTROL)
 
 
 def times(quantity: Decimal, unit_price: Decimal) -> Decimal:
@@ -35,7 +38,7 @@ def times(quantity: Decimal, unit_price: Decimal) -> Decimal:
 
 
 class Line(TypedDict):
-    description: str
+    description: str | None
     quantity: str | None
     unit_price: str | None
     tax_rate: str | None
@@ -611,7 +614,7 @@ def _line_amounts(line: str) -> list[Decimal]:
 
 def parse(text: str) -> Reading:
     """The reading of a receipt's text."""
-    raw = [_fold(line).strip() for line in text.splitlines()[:MAX_LINES]]
+    raw = [CONTROL.sub("", _fold(line)).strip() for line in text.splitlines()[:MAX_TEXT_LINES]]
     lines = [re.sub(r"\s+", " ", line)[:MAX_LINE] for line in raw if line.strip()]
     codes = _rate_codes(lines)
     named = _rates_named(lines)
@@ -705,16 +708,26 @@ def parse(text: str) -> Reading:
         if c.corrected and not confirmed:
             unit = None
         rate = rate if rate is not None else single_rate
-        out_lines.append({"description": c.description or item.text,
-                          "quantity": plain(quantity), "unit_price": text_of(unit),
-                          "tax_rate": plain(rate) if rate is not None else None})
+        out_lines.append(_by_the_rule(c.description or item.text, plain(quantity),
+                                      text_of(unit), plain(rate)))
     return {
         "supplier": _supplier(lines),
         "date": _date(lines),
         "currency": _currency("\n".join(lines)),
-        "lines": out_lines,
+        # A draft holds no more; the lines then do not come to the total, and say so.
+        "lines": out_lines[:rule.MAX_LINES],
         "total": text_of(total.quantize(CENT)) if total is not None else None,
     }
+
+
+def _by_the_rule(description: str, quantity: str | None, unit_price: str | None,
+                 tax_rate: str | None) -> Line:
+    """A line as a draft takes it (`studio.lines`): what the rule refuses is unread, never
+    a line apply would refuse (a quantity read as 0, a rate of 999)."""
+    return {"description": rule.description_of(description),
+            "quantity": quantity if quantity and rule.quantity_fits(quantity) else None,
+            "unit_price": unit_price if unit_price and rule.amount_fits(unit_price) else None,
+            "tax_rate": tax_rate if tax_rate and rule.percent_fits(tax_rate) else None}
 
 
 def _same_layout(items: list[ItemLine], chosen: list[Candidate]) -> list[Candidate]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import os
 import signal
 import threading
@@ -24,7 +25,7 @@ import pytest
 
 from studio.config import Settings
 from studio.mail import outbox
-from studio.runtime.worker import Delivery
+from studio.runtime.worker import Delivery, Worker
 from studio.store import presence
 from studio.store.dialect import account_lock, lock_key
 from tests import backends
@@ -34,6 +35,7 @@ from tests.conftest import (
     Running,
     days_ahead,
     execute,
+    lease_body,
     rows,
     running,
     scalar,
@@ -42,6 +44,7 @@ from tests.conftest import (
     studio_command,
 )
 from tests.mailserver import Inbox, MailServer
+from tests.paused_host import APPLICATION_NAME, paused_host
 from tests.test_sending import send_body, send_row, wait_for, with_mail
 
 DRAFT = {"customer": "Acme Ltd", "currency": "EUR", "due_date": days_ahead(61),
@@ -191,18 +194,25 @@ async def queue_send(studio: Running, request_id: str) -> str:
     return reply.json()["send_id"]
 
 
+async def handed_over(studio: Running, send: dict[str, Any]) -> None:
+    """The send's worker was let end the message (`outbox.still_held`): the server may have it."""
+    assert await studio.studio.db.write(outbox.still_held, send["id"], send["claim"], 600.0)
+
+
 @pytest.mark.anyio
 async def test_a_living_workers_timed_out_claim_is_not_taken_over_until_it_dies(
         quiet: Running, inbox: Inbox) -> None:
     """The claim timed out (the database could not take its renewal, the server was slow),
-    but its worker lives and may have sent the email: nobody else sends it. Once that worker
-    is gone, another takes the send over, under the same Message-ID."""
+    but its worker lives and was let end the message, so it may have sent the email: nobody
+    else sends it. Once that worker is gone, another takes the send over, under the same
+    Message-ID."""
     a, a_here = await delivery_of(quiet, "worker-a")
     b, b_here = await delivery_of(quiet, "worker-b")
     try:
         send_id = await queue_send(quiet, "kept-1")
         held = await a.claim()
         assert held is not None and held["id"] == send_id
+        await handed_over(quiet, held)
         execute(quiet.settings.db_path, "UPDATE sends SET claim_expires_at = 1 WHERE id = ?",
                 send_id)
         assert await b.claim() is None
@@ -215,6 +225,7 @@ async def test_a_living_workers_timed_out_claim_is_not_taken_over_until_it_dies(
         other = await queue_send(quiet, "kept-2")
         held = await a.claim()
         assert held is not None and held["id"] == other
+        await handed_over(quiet, held)
         execute(quiet.settings.db_path, "UPDATE sends SET claim_expires_at = 1 WHERE id = ?",
                 other)
         await a_here.close()  # worker A dies before recording anything
@@ -435,3 +446,142 @@ def test_a_sign_out_while_a_request_is_being_made_in_its_session_expires_that_re
         go_on.set()
         making.close()
         signing_out.close()
+
+
+# --- locks that stay per account: a host paused inside a claim or a sign-in -------------------
+
+# Another account's claim or sign-in, while a host is paused holding one account's.
+ANOTHER_ACCOUNT_S = 1.0
+
+
+def _held_by_the_paused_host(db_path: Any) -> None:
+    assert rows(db_path, "SELECT state FROM pg_stat_activity WHERE application_name = ?",
+                APPLICATION_NAME) == [("idle in transaction",)]
+
+
+def _actor(db_path: Any, email: str) -> str:
+    return scalar(db_path, "SELECT id FROM actors WHERE email = ?", email)
+
+
+@pytest.mark.alone  # asserts a bound of seconds: run with the machine to itself
+@backends.postgres_only
+@pytest.mark.anyio
+async def test_a_host_paused_inside_a_task_claim_holds_up_no_other_accounts_claim(
+        settings: Settings) -> None:
+    """The paused claim holds one of Ada's tasks and her turn's row: another worker passes
+    over that task and her turn instead of waiting for them, and claims her next and Ben's."""
+    async with running(settings.with_changes(embedded_worker=False, sweeper=False)) as studio:
+        path = studio.settings.db_path
+        for email, count in ((ADA, 2), (BEN, 1)):
+            client = await studio.signed_in(email)
+            made = await client.post("/leases",
+                                     json=lease_body(studio.invoice_ids(email)[:count]))
+            assert made.status_code == 201, made.text
+        ada, ben = _actor(path, ADA), _actor(path, BEN)
+        # Ada's turn comes first: a claim looks at her tasks before Ben's.
+        execute(path, "INSERT INTO actor_turns (actor_id, turn) VALUES (?, 1), (?, 2)", ada, ben)
+        with paused_host("claim_task", studio.settings) as (_, holding):
+            assert holding["actor_id"] == ada
+            _held_by_the_paused_host(path)
+            worker = Worker(studio.studio.db, studio.studio.providers, studio.settings)
+            started = time.monotonic()
+            with anyio.fail_after(30):
+                claimed = [await worker.claim(), await worker.claim()]
+            took = time.monotonic() - started
+            assert [task and task.actor_id for task in claimed] == [ada, ben]
+            assert took < ANOTHER_ACCOUNT_S, f"the claims waited {took:.1f} s for a paused host"
+        assert {task.task_id: task.claim for task in claimed if task} == dict(rows(
+            path, "SELECT id, claim FROM tasks WHERE status = 'running'"))
+        # Ben went to the back of the queue; Ada's turn was the paused claim's to write.
+        assert dict(rows(path, "SELECT actor_id, turn FROM actor_turns")) == {ada: 1, ben: 3}
+
+
+@pytest.mark.alone  # asserts a bound of seconds: run with the machine to itself
+@backends.postgres_only
+@pytest.mark.anyio
+async def test_a_host_paused_inside_a_send_claim_holds_up_no_other_accounts_send(
+        quiet: Running) -> None:
+    """The paused claim holds one of Ada's sends and her turn's row: another worker claims
+    her next send and Ben's without waiting for either."""
+    path = quiet.settings.db_path
+    ada_sends = [await queue_send(quiet, "ada-1"), await queue_send(quiet, "ada-2")]
+    ben = await quiet.signed_in(BEN)
+    reply = await ben.post(f"/invoices/{quiet.invoice_ids(BEN)[0]}/send",
+                           json=send_body("ben-1"))
+    assert reply.status_code == 202, reply.text
+    ben_send = reply.json()["send_id"]
+    execute(path, "INSERT INTO send_turns (actor_id, turn) VALUES (?, 1), (?, 2)",
+            _actor(path, ADA), _actor(path, BEN))
+    with paused_host("claim_send", quiet.settings) as (_, holding):
+        assert holding["send_id"] == ada_sends[0]
+        _held_by_the_paused_host(path)
+        b, b_here = await delivery_of(quiet, "worker-b")
+        try:
+            started = time.monotonic()
+            with anyio.fail_after(30):
+                claimed = [await b.claim(), await b.claim()]
+            took = time.monotonic() - started
+        finally:
+            await b_here.close()
+        assert [send and send["id"] for send in claimed] == [ada_sends[1], ben_send]
+        assert took < ANOTHER_ACCOUNT_S, f"the claims waited {took:.1f} s for a paused host"
+    assert {send["id"]: send_row(quiet, send["id"])["claim"] for send in claimed if send} == {
+        send["id"]: send["claim"] for send in claimed if send}
+
+
+@pytest.mark.alone  # asserts a bound of seconds: run with the machine to itself
+@backends.postgres_only
+@pytest.mark.anyio
+async def test_a_host_paused_inside_a_sign_in_holds_up_no_sign_in_from_its_address(
+        settings: Settings) -> None:
+    """Behind one proxy or NAT every sign-in comes from one address: a host paused inside
+    Ada's sign-in holds her email's count, and Ben's sign-in from that address goes on."""
+    async with running(settings.with_changes(sweeper=False)) as studio:
+        path = studio.settings.db_path
+        with paused_host("sign_in", studio.settings, email=ADA, address="127.0.0.1"):
+            _held_by_the_paused_host(path)
+            started = time.monotonic()
+            with anyio.fail_after(30):
+                await studio.signed_in(BEN)
+            took = time.monotonic() - started
+            assert took < ANOTHER_ACCOUNT_S, f"Ben's sign-in waited {took:.1f} s"
+        assert rows(path, "SELECT email, address FROM sign_in_known") == [(BEN, "127.0.0.1")]
+        assert scalar(path, "SELECT COUNT(*) FROM sign_in_attempts") == 0
+
+
+# --- a paused host's emails --------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_send_claimed_by_a_paused_host_goes_out_once_through_another_worker(
+        settings: Settings, smtp: MailServer, inbox: Inbox) -> None:
+    """The host claimed the send and stopped before talking to the mail server: once its claim
+    times out another worker sends it, although the paused one lives; back, the paused one
+    finds the send is no longer its own and sends nothing."""
+    async with running(with_mail(settings, smtp, embedded_worker=False,
+                                 claim_seconds=1.0)) as studio:
+        send_id = await queue_send(studio, "paused-1")
+        with paused_host("deliver", studio.settings) as (host, holding):
+            assert holding["send_id"] == send_id
+            b, b_here = await delivery_of(studio, "worker-b")
+            try:
+                taken = None
+                with anyio.fail_after(10):  # once the paused host's claim timed out
+                    while taken is None:
+                        taken = await b.claim()
+                        await anyio.sleep(0.05)
+                assert taken["id"] == send_id and taken["attempts"] == 2
+                await b.deliver(taken)
+            finally:
+                await b_here.close()
+            assert send_row(studio, send_id)["status"] == "sent"
+            assert len(inbox.messages) == 1
+            os.kill(host.pid, signal.SIGCONT)
+            assert host.stdout is not None
+            with anyio.fail_after(60):
+                back = await anyio.to_thread.run_sync(host.stdout.readline)
+            assert json.loads(back) == {"delivered": True}, host.stderr and host.stderr.read()
+        row = send_row(studio, send_id)
+        assert (row["status"], row["attempts"], row["claim"]) == ("sent", 2, None)
+        assert len(inbox.messages) == 1
+        assert inbox.message_ids() == [row["message_id"]]

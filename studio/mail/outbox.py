@@ -23,7 +23,7 @@ from studio.billing.invoices import owned
 from studio.errors import Refusal
 from studio.mail import smtp
 from studio.store import bindings, presence
-from studio.store.dialect import account_lock, dialect_of, hold
+from studio.store.dialect import account_lock, dialect_of, hold, hold_free
 from studio.store.transactions import after_commit, clock, timestamp
 
 log = logging.getLogger("studio.outbox")
@@ -286,10 +286,15 @@ def any_due(db: sqlite3.Connection, now: float | None = None) -> bool:
 
 def claim(db: sqlite3.Connection, claim_token: str, claim_seconds: float,
           now: float | None = None) -> dict[str, Any] | None:
-    """Take a send whose try is due, or one whose claim timed out and whose worker is gone
-    (`presence.gone`): only the claim's holder may record how the try went, and a worker
-    that lives keeps its send however long it takes to record, so one request is one email
-    unless a worker died before it could record.
+    """Take a send whose try is due, or one whose claim timed out and that the mail server
+    cannot have: its worker was never let end the message (`still_held`), or that worker is
+    gone (`presence.gone`). Only the claim's holder may record how the try went or end the
+    message, so a worker that lives keeps a send it may have handed over however long it takes
+    to record, and one request is one email unless a worker died before it could record.
+
+    A worker that stops before handing the message over (a paused host) keeps its sends only
+    until their claims time out: then another takes them, and the first, back, finds at
+    `still_held` that they are no longer its own and drops its connection before the end.
 
     Accounts take turns, as tasks' actors do (`worker.claim_task`): the account whose email
     was claimed longest ago goes next, with its send waiting longest, so one account's
@@ -301,26 +306,33 @@ def claim(db: sqlite3.Connection, claim_token: str, claim_seconds: float,
     now = clock(now)
     give_up_stranded(db, now)
     args = {"claim": claim_token, "expires": now + claim_seconds, "now": now}
-    # A dead worker's sends first (they waited longest), however busy the queue; a few a time.
+    # Timed-out claims first (they waited longest), however busy the queue; a few a time.
     row = None
     for stale in db.execute(
-            "SELECT claim FROM sends WHERE status = 'queued' AND next_attempt_at <= :now"
-            " AND claim IS NOT NULL AND claim_expires_at <= :now"
+            "SELECT claim, handed_at FROM sends WHERE status = 'queued'"
+            " AND next_attempt_at <= :now AND claim IS NOT NULL AND claim_expires_at <= :now"
             f" ORDER BY next_attempt_at LIMIT 20 {dialect_of(db).skip_locked_row}",
             args).fetchall():
-        if presence.gone(db, holder_of(stale["claim"])):
+        if stale["handed_at"] is None:
+            row = _take(db, "claim = :stale AND claim_expires_at <= :now AND handed_at IS NULL",
+                        {**args, "stale": stale["claim"]})
+        elif presence.gone(db, holder_of(stale["claim"])):
             row = _take(db, "claim = :stale AND claim_expires_at <= :now",
                         {**args, "stale": stale["claim"]})
-            if row is not None:
-                break
+        if row is not None:
+            break
     if row is None:
         row = _take(db, "claim IS NULL", args)
     if row is None:
         return None
-    db.execute(
-        "INSERT INTO send_turns (actor_id, turn)"
-        " VALUES (?, (SELECT COALESCE(MAX(turn), 0) + 1 FROM send_turns))"
-        " ON CONFLICT (actor_id) DO UPDATE SET turn = excluded.turn", (row["owner_id"],))
+    # The account goes to the back. Its turn is written by one claim at a time and never
+    # waited for: while another claim of this account writes it (a host paused inside one,
+    # say), that one moves the account back, and no claim queues behind its row.
+    if hold_free(db, f"send-turn:{row['owner_id']}"):
+        db.execute(
+            "INSERT INTO send_turns (actor_id, turn)"
+            " VALUES (?, (SELECT COALESCE(MAX(turn), 0) + 1 FROM send_turns))"
+            " ON CONFLICT (actor_id) DO UPDATE SET turn = excluded.turn", (row["owner_id"],))
     return dict(row)
 
 
@@ -328,7 +340,8 @@ def _take(db: sqlite3.Connection, which: str, args: dict[str, Any]) -> Any:
     """The claim of the first queued send due now that `which` names, accounts in turn."""
     return db.execute(
         f"""
-        UPDATE sends SET claim = :claim, claim_expires_at = :expires, attempts = attempts + 1
+        UPDATE sends SET claim = :claim, claim_expires_at = :expires, attempts = attempts + 1,
+                         handed_at = NULL
          WHERE id = (SELECT id FROM sends
                       WHERE status = 'queued' AND next_attempt_at <= :now AND {which}
                       ORDER BY COALESCE((SELECT turn FROM send_turns
@@ -430,12 +443,14 @@ def keep_claims(db: sqlite3.Connection, claims: list[str], claim_seconds: float)
 
 def still_held(db: sqlite3.Connection, send_id: str, claim_token: str, seconds: float) -> bool:
     """Just before the message is ended (the "." after DATA), whether this claim still holds
-    the send; if so it is made to last `seconds` (the wait for the server's reply, and more),
-    so nobody takes the send over while the server may be taking the message."""
+    the send; if so it is made to last `seconds` (the wait for the server's reply, and more)
+    and marked handed over, so nobody takes the send over while its worker lives (`claim`):
+    the server may be taking the message."""
     now = clock(None)
     return db.execute(
-        "UPDATE sends SET claim_expires_at = ? WHERE id = ? AND claim = ? AND status = 'queued'",
-        (now + seconds, send_id, claim_token)).rowcount == 1
+        "UPDATE sends SET claim_expires_at = ?, handed_at = ?"
+        " WHERE id = ? AND claim = ? AND status = 'queued'",
+        (now + seconds, now, send_id, claim_token)).rowcount == 1
 
 
 def new_claim(worker_name: str) -> str:

@@ -480,4 +480,8 @@ ALTER TABLE lease_invoices ADD COLUMN fence TEXT;
 ALTER TABLE invoices ADD COLUMN reminder TEXT;
 """
 
-MIGRATIONS: list[str | Callable[[Any], None]] = [SCHEMA_V1, _business, MODEL_WORK]
+# When a send's worker was let end its message: before that, a claim that timed out may be
+# taken over (the mail server cannot have the email yet).
+SENDS_HANDED = "ALTER TABLE sends ADD COLUMN handed_at DOUBLE PRECISION;"
+
+MIGRATIONS: list[str | Callable[[Any], None]] = [SCHEMA_V1, _business, MODEL_WORK, SENDS_HANDED]

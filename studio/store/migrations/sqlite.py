@@ -175,6 +175,9 @@ MIGRATIONS: list[Migration] = [
     # 11: part four. Structured proposals, the state each lease's apply is fenced by, and the
     # reminder a person keeps for an invoice.
     lambda db: run_script(db, MODEL_WORK),
+    # 12: when a send's worker was let end its message: before that, a claim that timed out
+    # may be taken over (the mail server cannot have the email yet).
+    "ALTER TABLE sends ADD COLUMN handed_at REAL;",
 ]
 
 MODEL_WORK = """

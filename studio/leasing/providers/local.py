@@ -5,15 +5,18 @@ is overdue."""
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import multiprocessing
-import os
-from decimal import Decimal
+import hashlib
+from collections import OrderedDict
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from studio.leasing.providers.seam import ProviderError
+from babel.numbers import get_currency_precision
+
+from studio.leasing.providers.seam import ProviderError, Unreadable
 from studio.leasing.purpose import Purpose
 from studio.leasing.readers import Reading, UnreadableReceipt, read_receipt
+from studio.leasing.readers.processes import ReadingStopped, readers
+from studio.leasing.readers.processes import stop_readers as stop_readers
 
 
 def _items(invoice: dict[str, Any]) -> str:
@@ -104,34 +107,53 @@ def reminder(invoice: dict[str, Any]) -> dict[str, str]:
     return {"subject": subject.format(**words), "message": message.format(**words).rstrip()}
 
 
-# Receipts are read in a few processes of their own: the event loop never waits on the OCR,
-# no more readings run at once than the machine has cores for, and they run at a lower
-# priority (nice 10, which their OCR inherits), so pages and polls answer first.
-READERS = 2
-READER_NICENESS = 10
-_readers: concurrent.futures.ProcessPoolExecutor | None = None
+# Receipts are read in the reader processes (readers/processes.py): the event loop never
+# waits on the OCR, and a reading is killed past this many seconds, as its OCR is.
+READING_SECONDS = 30.0
+# Readings kept, by (actor, the receipt's sha256, its type): the candidates of one task, and a
+# reading asked for again, read the receipt once.
+READINGS_KEPT = 64
+_kept: OrderedDict[tuple[str, str, str], Reading | UnreadableReceipt] = OrderedDict()
 
 
-def _pool() -> concurrent.futures.ProcessPoolExecutor:
-    global _readers
-    if _readers is None:
-        _readers = concurrent.futures.ProcessPoolExecutor(
-            READERS, mp_context=multiprocessing.get_context("spawn"),
-            initializer=os.nice, initargs=(READER_NICENESS,))
-    return _readers
+async def read_once(actor_id: str, data: bytes, content_type: str) -> Reading:
+    """A receipt's reading, in `actor_id`'s turn in a reader process; the same bytes read
+    once. Raises UnreadableReceipt with why, in words a person reads."""
+    key = (actor_id, hashlib.sha256(data).hexdigest(), content_type)
+    if key in _kept:
+        _kept.move_to_end(key)
+        kept = _kept[key]
+        if isinstance(kept, UnreadableReceipt):
+            raise kept
+        return kept
+    try:
+        reading: Reading | UnreadableReceipt = await readers().run(
+            actor_id, READING_SECONDS, read_receipt, data, content_type, READING_SECONDS,
+            key=key)
+    except UnreadableReceipt as error:
+        reading = error
+    except ReadingStopped as error:
+        raise ProviderError("the reading was stopped") from error
+    _kept[key] = reading
+    while len(_kept) > READINGS_KEPT:
+        _kept.popitem(last=False)
+    if isinstance(reading, UnreadableReceipt):
+        raise reading
+    return reading
 
 
-def stop_readers() -> None:
-    """End the reader processes, if any were started: at the end of the app's life."""
-    global _readers
-    if _readers is not None:
-        _readers.shutdown(wait=True, cancel_futures=True)
-        _readers = None
+def smallest_unit(currency: str | None) -> Decimal:
+    try:
+        return Decimal(1).scaleb(-get_currency_precision(currency or "EUR"))
+    except Exception:  # a code Babel does not know: cents
+        return Decimal("0.01")
 
 
 def as_lines_billed(reading: Reading) -> Reading:
     """The reading with its prices as a draft's lines hold them: net of VAT. A till prints
-    prices with VAT included (its lines add up to its total); those are divided by 1 + rate."""
+    prices with VAT included (its lines add up to its total); those are divided by 1 + rate,
+    choosing each line's net to the cent so that the lines, taxed as a draft taxes them (each
+    line's net and tax rounded, then summed), come to what the till's lines came to."""
     lines = reading["lines"]
     priced = [line for line in lines if line["quantity"] and line["unit_price"]]
     if not priced or not reading["total"]:
@@ -139,12 +161,45 @@ def as_lines_billed(reading: Reading) -> Reading:
     gross = sum(Decimal(line["quantity"]) * Decimal(line["unit_price"]) for line in priced)
     if abs(gross - Decimal(reading["total"])) > Decimal("0.02") * len(priced):
         return reading  # the lines add up to the net: already as billed
+    cent = smallest_unit(reading["currency"])
+
+    def rounded(amount: Decimal) -> Decimal:
+        return amount.quantize(cent, rounding=ROUND_HALF_UP)
+
+    def billed(net: Decimal, rate: Decimal) -> Decimal:
+        return net + rounded(net * rate / 100)
+
+    taxed = [n for n, line in enumerate(lines) if line["unit_price"] and line["tax_rate"]]
+    quantity = {n: Decimal(lines[n]["quantity"] or 1) for n in taxed}
+    rate = {n: Decimal(lines[n]["tax_rate"]) for n in taxed}
+    till = {n: rounded(quantity[n] * Decimal(lines[n]["unit_price"])) for n in taxed}
+    net = {n: rounded(till[n] * 100 / (100 + rate[n])) for n in taxed}
+    # A cent lost to rounding line by line is found again on the line it costs least.
+    for _ in range(4 * len(taxed)):
+        short = sum(till[n] - billed(net[n], rate[n]) for n in taxed)
+        if not short:
+            break
+        step = cent if short > 0 else -cent
+        moves = sorted((abs(till[n] - billed(net[n] + step, rate[n])), n) for n in taxed
+                       if 0 < abs(billed(net[n] + step, rate[n]) - billed(net[n], rate[n]))
+                       <= abs(short))
+        if moves:
+            net[moves[0][1]] += step
+            continue
+        # Every line moves by two cents one way: two lines, one each way, move by one.
+        ups = [n for n in taxed if billed(net[n] + step, rate[n]) - billed(net[n], rate[n])
+               == 2 * step]
+        downs = [n for n in taxed if billed(net[n] - step, rate[n]) - billed(net[n], rate[n])
+                 == -step and n not in ups[:1]]
+        if not ups or not downs:
+            break
+        net[ups[0]] += step
+        net[downs[0]] -= step
     net_lines = []
-    for line in lines:
-        if line["unit_price"] and line["tax_rate"]:
-            rate = Decimal(line["tax_rate"])
-            net = (Decimal(line["unit_price"]) * 100 / (100 + rate)).quantize(Decimal("0.000001"))
-            line = {**line, "unit_price": format(net.normalize(), "f")}
+    for n, line in enumerate(lines):
+        if n in net:
+            price = (net[n] / quantity[n]).quantize(Decimal("0.000001"))
+            line = {**line, "unit_price": format(price.normalize(), "f")}
         net_lines.append(line)
     return {**reading, "lines": net_lines}
 
@@ -175,19 +230,21 @@ class LocalProvider:
         if purpose.name == "draft_reminder":
             return reminder(invoice)
         if purpose.name == "read_receipt":
-            return await self.read(invoice["receipts"], timeout)
+            return await self.read(invoice["receipts"], actor_id)
         return STYLES[(candidate - 1) % len(STYLES)](invoice)
 
-    async def read(self, receipts: list[dict[str, Any]], timeout: float) -> dict[str, Any]:
-        loop = asyncio.get_running_loop()
-        readings = []
+    async def read(self, receipts: list[dict[str, Any]], actor_id: str) -> dict[str, Any]:
+        """The draft's receipts read in the actor's turn; the lease's deadline cancels the
+        wait, which kills the reading (readers/processes.py)."""
+        readings, why = [], []
         for receipt in receipts:
             try:
-                readings.append(await loop.run_in_executor(
-                    _pool(), read_receipt, receipt["data"], receipt["content_type"],
-                    max(timeout, 1.0)))
-            except UnreadableReceipt:
-                continue  # another receipt of the draft may read
+                readings.append(await read_once(actor_id, receipt["data"],
+                                                receipt["content_type"]))
+            except UnreadableReceipt as error:
+                why.append(str(error))  # another receipt of the draft may read
         if not readings:
-            raise ProviderError("no receipt of this draft could be read")
+            # The same file fails the same way at every attempt: said once, not retried.
+            raise Unreadable(f"The receipt could not be read: {why[0]}." if why else
+                             "The draft has no receipt to read.")
         return combined([as_lines_billed(reading) for reading in readings])

@@ -19,3 +19,9 @@ class Provider(Protocol):
 
 class ProviderError(Exception):
     """A provider failed to produce a proposal; the worker may retry within the deadline."""
+
+
+class Unreadable(ProviderError):
+    """What the provider was given cannot be read and never will be (a PDF locked with a
+    password, an image larger than any receipt): the task fails at once, not retried, its
+    message a sentence the request's page shows."""

@@ -9,8 +9,10 @@ Unit prices are as the receipt prints them (a till's prices include VAT, an invo
 are usually net); `tax_rate` is the percentage (`"19"`, `"5.5"`).
 
 Pure functions of bytes: nothing is fetched, stored or logged. The OCR runs the tesseract
-program in a child process and waits for it, so the caller decides where this runs (a pool of
-processes, away from the event loop) and how long it may take.
+program in a child process and waits for it, so the caller decides where this runs and how
+long it may take: `processes.readers()`, reader processes that take turns between actors and
+are killed past a reading's time. Every image a reading makes is bounded in pixels
+(`ocr.MOST_MADE_PIXELS`), whatever the file says.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ Nothing here is fetched or written anywhere: bytes in, text out.
 from __future__ import annotations
 
 import io
+import math
 import os
 import shutil
 import subprocess
@@ -27,6 +28,9 @@ MAX_SIDE = 2600
 MIN_WIDTH = 600
 # A phone's photo is 12 to 50 megapixels; more is no receipt (and would take the memory of many).
 MAX_PIXELS = 60_000_000
+# Any image the reader makes itself (a PDF page drawn, an enlargement, a straightened copy) is
+# at most this many pixels, whatever the file says: a reading's memory is bounded and known.
+MOST_MADE_PIXELS = 16_000_000
 
 try:  # HEIC photos from phones, when the wheel is installed.
     from pillow_heif import register_heif_opener
@@ -38,7 +42,8 @@ else:
 
 
 class UnreadableReceipt(Exception):
-    """The bytes are no image or PDF the reader knows, or the OCR failed or took too long."""
+    """The bytes are no image or PDF the reader knows, or the OCR failed or took too long.
+    Its message says why in words a person can read ("the PDF is locked with a password")."""
 
 
 def tesseract() -> str | None:
@@ -58,7 +63,8 @@ def kind_of(data: bytes, content_type: str) -> str:
         return "pdf"
     if content_type.startswith("image/"):
         return "image"
-    raise UnreadableReceipt(f"not a receipt this reader knows: {content_type or 'no type'}")
+    raise UnreadableReceipt(f"a {content_type or 'file of no type'} is no photo or PDF of a"
+                            " receipt")
 
 
 def receipt_text(data: bytes, content_type: str, timeout: float = 30.0) -> str:
@@ -75,14 +81,16 @@ def open_image(data: bytes) -> Image.Image:
     try:
         image = Image.open(io.BytesIO(data))
     except Exception as error:  # Pillow raises many kinds for bytes it cannot read
-        raise UnreadableReceipt(f"not an image Pillow can open: {error}") from error
+        raise UnreadableReceipt("the image is damaged or of a kind that cannot be opened"
+                                ) from error
     if image.width * image.height > MAX_PIXELS:
         raise UnreadableReceipt(f"an image of {image.width} x {image.height} pixels is larger "
                                 "than any receipt")
     try:
         image.load()
     except Exception as error:
-        raise UnreadableReceipt(f"not an image Pillow can open: {error}") from error
+        raise UnreadableReceipt("the image is damaged or of a kind that cannot be opened"
+                                ) from error
     return image
 
 
@@ -90,13 +98,16 @@ def pdf_text(data: bytes) -> str | None:
     """The text layer of a PDF, its rows in reading order; None when it has none worth
     reading (a scan saved as PDF)."""
     from pypdf import PdfReader
+    from pypdf.errors import FileNotDecryptedError
 
     try:
         reader = PdfReader(io.BytesIO(data))
         pages = [page.extract_text(extraction_mode="layout") or ""
                  for page in reader.pages[:MAX_PAGES]]
+    except FileNotDecryptedError as error:
+        raise UnreadableReceipt("the PDF is locked with a password") from error
     except Exception as error:  # pypdf raises many kinds on a broken file
-        raise UnreadableReceipt(f"not a PDF pypdf can read: {error}") from error
+        raise UnreadableReceipt("the PDF is damaged") from error
     text = "\n".join(pages)
     if sum(c.isalnum() for c in text) < 20:
         return None
@@ -104,7 +115,8 @@ def pdf_text(data: bytes) -> str | None:
 
 
 def pdf_images(data: bytes, dpi: int = 300) -> list[Image.Image]:
-    """The pages of a PDF without text, drawn as images for the OCR."""
+    """The pages of a PDF without text, drawn as images for the OCR: at `dpi`, or fewer dots
+    where a page that large would pass MOST_MADE_PIXELS."""
     try:
         import pypdfium2
     except ImportError as error:
@@ -112,33 +124,82 @@ def pdf_images(data: bytes, dpi: int = 300) -> list[Image.Image]:
     try:
         document = pypdfium2.PdfDocument(data)
     except Exception as error:
-        raise UnreadableReceipt(f"not a PDF pdfium can draw: {error}") from error
+        raise UnreadableReceipt("the PDF is damaged or locked with a password") from error
     try:
-        return [document[n].render(scale=dpi / 72).to_pil() for n in
-                range(min(len(document), MAX_PAGES))]
+        images = []
+        for n in range(min(len(document), MAX_PAGES)):
+            page = document[n]
+            try:
+                images.append(page.render(scale=page_scale(*page.get_size(), dpi)).to_pil())
+            finally:
+                page.close()
+        return images
     finally:
         document.close()
+
+
+def drawn_as_png(data: bytes, content_type: str, dpi: int, pages: int) -> list[bytes]:
+    """A PDF's first `pages` pages, or an image (a HEIC), as PNGs a model can be sent,
+    bounded like every image the reader makes."""
+    if kind_of(data, content_type) == "pdf":
+        images = pdf_images(data, dpi)[:pages]
+    else:
+        images = [open_image(data)]
+    drawn = []
+    for image in images:
+        out = io.BytesIO()
+        image.convert("RGB").save(out, format="PNG")
+        drawn.append(out.getvalue())
+    return drawn
+
+
+def page_scale(width: float, height: float, dpi: float) -> float:
+    """Pixels per point to draw a page of `width` x `height` points at: `dpi` / 72, less
+    where that would make more than MOST_MADE_PIXELS, checked before anything is drawn."""
+    if not (width > 0 and height > 0 and math.isfinite(width * height)):
+        raise UnreadableReceipt("the PDF has a page of no size")
+    return min(dpi / 72, math.sqrt(MOST_MADE_PIXELS / (width * height)))
+
+
+def within(width: int, height: int, scale: float = 1.0) -> float:
+    """`scale`, or less where an image of `width` x `height` scaled by it would be more than
+    MOST_MADE_PIXELS."""
+    return min(scale, math.sqrt(MOST_MADE_PIXELS / (width * height)))
 
 
 def prepare(image: Image.Image) -> Image.Image:
     """Upright (EXIF), grey, contrast stretched, a sensible size, straightened."""
     image = ImageOps.exif_transpose(image) or image
+    wanted = min(1.0, MAX_SIDE / max(image.size))
+    if image.width < MIN_WIDTH:
+        wanted = MIN_WIDTH / image.width
+    # A thin image's enlargement is bounded too (100 x 600,000 px would make 2 GB).
+    scale = within(*image.size, wanted)
+    if scale < wanted and image.width * scale < MIN_WIDTH:
+        raise UnreadableReceipt(f"an image of {image.width} x {image.height} pixels is too"
+                                " long and thin to be a receipt")
     if image.mode in ("RGBA", "LA", "P"):
         image = image.convert("RGBA")
         white = Image.new("RGBA", image.size, (255, 255, 255, 255))
         image = Image.alpha_composite(white, image)
-    image = image.convert("L")
-    scale = min(1.0, MAX_SIDE / max(image.size))
-    if image.width < MIN_WIDTH:
-        scale = MIN_WIDTH / image.width
-    if scale != 1.0:
-        image = image.resize((round(image.width * scale), round(image.height * scale)),
-                             Image.LANCZOS)
+    image = resized(image.convert("L"), scale)
     image = ImageOps.autocontrast(image, cutoff=1)
     angle = skew(image)
     if angle:
+        # Straightening widens a tall image by its height x sin(angle): bounded before it is made.
+        turned = abs(math.radians(angle))
+        wide = image.width * math.cos(turned) + image.height * math.sin(turned)
+        high = image.width * math.sin(turned) + image.height * math.cos(turned)
+        image = resized(image, within(math.ceil(wide) + 2, math.ceil(high) + 2))
         image = image.rotate(angle, resample=Image.BICUBIC, expand=True, fillcolor=255)
     return image
+
+
+def resized(image: Image.Image, scale: float) -> Image.Image:
+    if scale == 1.0:
+        return image
+    size = (max(1, int(image.width * scale)), max(1, int(image.height * scale)))
+    return image.resize(size, Image.LANCZOS)
 
 
 def skew(image: Image.Image) -> float:
@@ -165,7 +226,8 @@ def image_text(image: Image.Image, timeout: float = 30.0) -> str:
     """Tesseract's reading of one image, fed through a pipe."""
     program = tesseract()
     if program is None:
-        raise UnreadableReceipt("the tesseract program is not installed")
+        raise UnreadableReceipt("the text recognition (tesseract) is not installed on the"
+                                " server")
     buffer = io.BytesIO()
     prepare(image).save(buffer, format="PNG")
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OMP_THREAD_LIMIT": "1",
@@ -178,8 +240,7 @@ def image_text(image: Image.Image, timeout: float = 30.0) -> str:
             input=buffer.getvalue(), capture_output=True, timeout=timeout, env=env,
             check=False)
     except subprocess.TimeoutExpired as error:
-        raise UnreadableReceipt(f"the OCR took longer than {timeout:g} s") from error
+        raise UnreadableReceipt(f"reading its text took longer than {timeout:g} s") from error
     if done.returncode != 0:
-        raise UnreadableReceipt("the OCR failed: " +
-                                done.stderr.decode("utf-8", "replace").strip()[-300:])
+        raise UnreadableReceipt("the text recognition failed on it")
     return done.stdout.decode("utf-8", "replace")

@@ -24,6 +24,7 @@ from bench import loaded
 from bench.setup import signed_in
 from studio.leasing.providers import local
 from studio.leasing.purposes import PURPOSES
+from studio.leasing.readers import processes
 from tests import receipts as drawn
 
 
@@ -38,9 +39,10 @@ async def _read_each(photos: list[tuple[drawn.Receipt, bytes]]) -> dict[str, Any
     writer = local.LocalProvider()
     purpose = PURPOSES["read_receipt"]
     seconds, exact, lines, totals = [], 0, 0, 0
-    loop = asyncio.get_running_loop()
-    # The pool's processes start once; a reading is what the worker waits for after that.
-    await loop.run_in_executor(local._pool(), time.sleep, 0)
+    readers = processes.readers()
+    # The reader processes start once; a reading is what the worker waits for after that.
+    await asyncio.gather(*(readers.run("bench", 60, time.sleep, 0.5)
+                           for _ in range(readers.count)))
     for receipt, photo in photos:
         started = time.perf_counter()
         await writer.complete(purpose, {"receipts": [
@@ -48,12 +50,12 @@ async def _read_each(photos: list[tuple[drawn.Receipt, bytes]]) -> dict[str, Any
             candidate=1, timeout=60)
         seconds.append(time.perf_counter() - started)
         # Exactness is judged on the reading as printed, before prices are made net.
-        reading = await loop.run_in_executor(local._pool(), local.read_receipt, photo,
-                                             "image/jpeg", 60.0)
+        reading = await readers.run("bench", 60, local.read_receipt, photo, "image/jpeg",
+                                    60.0)
         exact += drawn.exact_lines(reading, receipt)
         lines += len(receipt.items)
         totals += drawn.total_exact(reading, receipt)
-    peak = await loop.run_in_executor(local._pool(), _peak_rss_mb)
+    peak = await readers.run("bench", 60, _peak_rss_mb)
     local.stop_readers()
     return {"receipt_s": statistics.median(seconds), "receipt_s_max": max(seconds),
             "receipt_lines_exact": exact / lines, "receipt_lines": lines,

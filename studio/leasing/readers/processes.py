@@ -69,8 +69,8 @@ def _serve(connection: multiprocessing.connection.Connection) -> None:
             outcome = ("error", error)
         try:
             connection.send(outcome)
-        except (TypeError, ValueError, AttributeError, ImportError, RuntimeError):
-            # An exception that cannot be pickled still says what happened.
+        except Exception:
+            # An answer that cannot be pickled still says what happened.
             connection.send(("error", RuntimeError(f"{type(outcome[1]).__name__}:"
                                                    f" {outcome[1]}")))
 

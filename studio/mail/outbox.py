@@ -290,7 +290,8 @@ def claim(db: sqlite3.Connection, claim_token: str, claim_seconds: float,
     cannot have: its worker was never let end the message (`still_held`), or that worker is
     gone (`presence.gone`). Only the claim's holder may record how the try went or end the
     message, so a worker that lives keeps a send it may have handed over however long it takes
-    to record, and one request is one email unless a worker died before it could record.
+    to record (a paused host's too: its connections, and so its presence, last while it is
+    paused), and one request is one email unless a worker died before it could record.
 
     A worker that stops before handing the message over (a paused host) keeps its sends only
     until their claims time out: then another takes them, and the first, back, finds at

@@ -75,6 +75,7 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         db = await open_database(settings).open()
         background: list[asyncio.Task[None]] = []
+        known: Providers | None = None
         # Whatever fails or is stopped once the database is open closes it again, and stops
         # what was started: nothing is left open behind a studio that did not start.
         try:
@@ -101,6 +102,8 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
             try:
+                if known is not None:
+                    await known.close()  # a model server's probe in flight is not waited for
                 await asyncio.to_thread(documents.stop_renderers)
                 await asyncio.to_thread(local.stop_readers)
             finally:

@@ -466,6 +466,12 @@ def view(db: sqlite3.Connection, lease_id: str, actor_id: str) -> dict[str, Any]
             "applied": row["applied_at"] is not None,
         })
     options = json.loads(lease["options"])
+    # Why its tasks failed, each reason a person can read once ("The receipt could not be
+    # read: the PDF is locked with a password."); a type or code before a colon is not one.
+    failures = [row[0] for row in db.execute(
+        "SELECT DISTINCT error FROM tasks WHERE lease_id = ? AND status = 'failed'"
+        " AND error IS NOT NULL ORDER BY error", (lease_id,))
+        if row[0][:1].isupper() and " " in row[0].split(":", 1)[0]][:3]
     return {
         "lease_id": lease["id"],
         "status": lease["status"],
@@ -476,6 +482,7 @@ def view(db: sqlite3.Connection, lease_id: str, actor_id: str) -> dict[str, Any]
         "providers": options["providers"],
         "candidates_per_invoice": options["candidates"],
         "progress": {"total": lease["task_count"], "done": done, "failed": failed},
+        "failures": failures,
         "invoices": list(invoices.values()),
     }
 

@@ -68,6 +68,8 @@ def serve(args: argparse.Namespace) -> None:
     logs.configure(settings.log_format)
     if args.workers < 1:
         raise CommandError("--workers must be at least 1.")
+    # Each serving process sizes its receipt readers by how many share the machine's cores.
+    os.environ["WEB_CONCURRENCY"] = str(args.workers)
     try:
         signing_keys(settings)  # a readable key file stops the start here, with how to fix it
         prepare_database(settings)  # migrate once, before any worker process starts

@@ -23,11 +23,12 @@ from studio.config import Settings
 from studio.errors import Refusal
 from studio.leasing import leases
 from studio.leasing.providers import Providers
+from studio.leasing.providers.seam import Unreadable
 from studio.leasing.purposes import PURPOSES, checked, work_fields
 from studio.mail import outbox, smtp
 from studio.store import presence
 from studio.store.db import Database
-from studio.store.dialect import dialect_of
+from studio.store.dialect import dialect_of, hold_free
 from studio.store.stores import Store, store_for
 from studio.store.transactions import DatabaseUnavailable, clock
 
@@ -36,6 +37,8 @@ T = TypeVar("T")
 log = logging.getLogger("studio.worker")
 
 MAX_ATTEMPTS = 3
+# Actors a claim tries in turn order, passing over those whose waiting tasks are all held.
+ACTORS_TRIED = 8
 IDLE_WAIT_S = 0.5
 SWEEP_EVERY_S = 0.5
 SESSION_SWEEP_ROUNDS = 10  # sessions last hours: a look every five seconds is plenty
@@ -95,44 +98,54 @@ def claim_task(
     still_waiting = ("status = 'pending' OR (status = 'running' AND claim_expires_at <= :now)"
                      if take_over else "status = 'pending'")
     args = {"claim": claim, "expires": now + claim_seconds, "now": now, "known": known}
-    turn = db.execute(
+    # Turns are read without a lock; an actor whose every waiting task another claim holds
+    # (a host paused inside it, say) is passed over for the next, never waited for.
+    turns = db.execute(
         f"""
         SELECT leases.actor_id FROM leases LEFT JOIN actor_turns
             ON actor_turns.actor_id = leases.actor_id
          WHERE leases.status = 'open' AND leases.deadline_at > :now
            AND EXISTS (SELECT 1 FROM tasks {sql.tasks_waiting}
                         WHERE tasks.lease_id = leases.id AND {waiting})
-         ORDER BY COALESCE(actor_turns.turn, 0), leases.deadline_at LIMIT 1
+         GROUP BY leases.actor_id, actor_turns.turn
+         ORDER BY COALESCE(actor_turns.turn, 0), MIN(leases.deadline_at) LIMIT {ACTORS_TRIED}
         """,
         args,
-    ).fetchone()
-    if turn is None:
-        return None
-    row = db.execute(
-        f"""
-        UPDATE tasks SET status = 'running', claim = :claim, claim_expires_at = :expires,
-                         attempts = attempts + 1
-         WHERE id = (
-            SELECT tasks.id FROM leases {sql.join_in_order} tasks {sql.tasks_waiting}
-                ON tasks.lease_id = leases.id
-             WHERE leases.actor_id = :actor
-               AND leases.status = 'open' AND leases.deadline_at > :now AND {waiting}
-             ORDER BY leases.deadline_at, tasks.position LIMIT 1 {sql.skip_locked})
-           AND ({still_waiting})
-        RETURNING id, lease_id, invoice_id, provider, candidate, attempts
-        """,
-        {**args, "actor": turn["actor_id"]},
-    ).fetchone()
-    db.execute(
-        "INSERT INTO actor_turns (actor_id, turn)"
-        " VALUES (?, (SELECT COALESCE(MAX(turn), 0) + 1 FROM actor_turns))"
-        " ON CONFLICT (actor_id) DO UPDATE SET turn = excluded.turn",
-        (turn["actor_id"],),
-    )
+    ).fetchall()
+    row = None
+    for turn in turns:
+        row = db.execute(
+            f"""
+            UPDATE tasks SET status = 'running', claim = :claim, claim_expires_at = :expires,
+                             attempts = attempts + 1
+             WHERE id = (
+                SELECT tasks.id FROM leases {sql.join_in_order} tasks {sql.tasks_waiting}
+                    ON tasks.lease_id = leases.id
+                 WHERE leases.actor_id = :actor
+                   AND leases.status = 'open' AND leases.deadline_at > :now AND {waiting}
+                 ORDER BY leases.deadline_at, tasks.position LIMIT 1 {sql.skip_locked})
+               AND ({still_waiting})
+            RETURNING id, lease_id, invoice_id, provider, candidate, attempts
+            """,
+            {**args, "actor": turn["actor_id"]},
+        ).fetchone()
+        if row is not None:
+            break
     if row is None:
         return None
+    # The actor goes to the back. Their turn is written by one claim at a time and never
+    # waited for: while another claim of theirs writes it (a host paused inside one, say),
+    # that one moves them back, and no claim queues behind its row.
+    if hold_free(db, f"turn:{turn['actor_id']}"):
+        db.execute(
+            "INSERT INTO actor_turns (actor_id, turn)"
+            " VALUES (?, (SELECT COALESCE(MAX(turn), 0) + 1 FROM actor_turns))"
+            " ON CONFLICT (actor_id) DO UPDATE SET turn = excluded.turn",
+            (turn["actor_id"],),
+        )
     lease = db.execute(
-        "SELECT actor_id, purpose, deadline_at FROM leases WHERE id = ?", (row["lease_id"],)
+        "SELECT actor_id, purpose, deadline_at, options FROM leases WHERE id = ?",
+        (row["lease_id"],)
     ).fetchone()
     invoice = db.execute("SELECT * FROM invoices WHERE id = ?", (row["invoice_id"],)).fetchone()
     has_proposal = db.execute(
@@ -143,9 +156,14 @@ def claim_task(
     try:
         fields = work_fields(db, invoice)
         if PURPOSES[lease["purpose"]].reads_receipts:
+            # One receipt a reading: the one the person picked, else the draft's newest.
+            picked = json.loads(lease["options"]).get("attachment_id")
             fields["receipts"] = [dict(found) for found in db.execute(
-                "SELECT owner_id, sha256, content_type, filename FROM attachments"
-                " WHERE invoice_id = ? ORDER BY created_at, id", (invoice["id"],))]
+                "SELECT owner_id, sha256, content_type, filename, size FROM attachments"
+                " WHERE invoice_id = ? AND (CAST(? AS TEXT) IS NULL OR id = ?)"
+                " ORDER BY created_at DESC, id DESC LIMIT 1", (invoice["id"], picked, picked))]
+            if not fields["receipts"]:
+                unreadable = "the receipt chosen for this reading is no longer on the draft"
     except (ValueError, TypeError, KeyError) as error:
         unreadable = f"unreadable invoice: {error}"
     return Claimed(
@@ -379,21 +397,30 @@ class Worker:
             counters.provider_seconds.labels(task.provider).observe(time.monotonic() - started)
             counters.provider_errors_total.labels(task.provider).inc()
             # Any provider failure is the task's, not the worker's.
-            retry = task.attempts < MAX_ATTEMPTS and task.deadline_at > time.time()
-            reason = f"{type(error).__name__}: {error}".strip()
+            # What cannot be read fails at once, saying why in the person's words.
+            final = isinstance(error, Unreadable)
+            retry = not final and task.attempts < MAX_ATTEMPTS and task.deadline_at > time.time()
+            reason = str(error) if final else f"{type(error).__name__}: {error}".strip()
             await self.db.write(leases.fail_task, task.task_id, task.claim, reason, retry)
             return
         counters.provider_seconds.labels(task.provider).observe(time.monotonic() - started)
         await self.db.write(
             leases.record_proposal, task.task_id, task.claim, task.actor_id,
-            purpose.summary(proposal), proposal=proposal,
+            purpose.summary(proposal, task.invoice), proposal=proposal,
         )
 
     async def _with_receipts(self, invoice: dict[str, Any]) -> dict[str, Any]:
         """The invoice with its receipts' bytes, read from the store outside any transaction:
-        the writer never reaches the store itself."""
+        the writer never reaches the store itself. A task holds at most one upload's worth
+        of a receipt (`max_upload_bytes`), whatever was attached under an older limit."""
         if "receipts" not in invoice:
             return invoice
+        most = self.settings.max_upload_bytes
+        for found in invoice["receipts"]:
+            if found["size"] > most:
+                raise Unreadable(f"The receipt {found['filename']} is {found['size']} bytes,"
+                                 f" more than a reading may hold ({most}); attach a smaller"
+                                 " photo or scan of it.")
         if self._store is None:
             self._store = store_for(self.settings)
         receipts = [{"content_type": found["content_type"], "filename": found["filename"],

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from studio.runtime import worker
 from studio.store.dialect import account_lock, hold
 from tests import backends
 from tests.conftest import (
@@ -174,6 +175,13 @@ async def _gated_lease(studio, gate: GatedProvider) -> tuple[Any, str, str]:
     return client, made.json()["lease_id"], invoice
 
 
+@pytest.fixture
+def no_look(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The call is left to finish late: these tests drive the write that refuses it, which a
+    running task's look at its lease (it stops the call once the lease ended) would forestall."""
+    monkeypatch.setattr(worker, "LEASE_LOOK_S", 3600.0)
+
+
 async def _released(studio, gate: GatedProvider, lease_id: str) -> None:
     gate.release.set()
     deadline = time.monotonic() + 30
@@ -182,7 +190,7 @@ async def _released(studio, gate: GatedProvider, lease_id: str) -> None:
         await asyncio.sleep(0.02)
 
 
-async def test_late_completion_after_cancel_writes_nothing(settings):
+async def test_late_completion_after_cancel_writes_nothing(settings, no_look):
     gate = GatedProvider()
     async with running(settings, {"local": gate}) as studio:
         client, lease_id, invoice = await _gated_lease(studio, gate)
@@ -197,7 +205,7 @@ async def test_late_completion_after_cancel_writes_nothing(settings):
         assert "lease rejected" in events(db, lease_id, "late_completion")[0]["detail"]
 
 
-async def test_late_completion_after_the_deadline_writes_nothing(settings):
+async def test_late_completion_after_the_deadline_writes_nothing(settings, no_look):
     gate = GatedProvider()
     async with running(settings, {"local": gate}) as studio:
         client, lease_id, invoice = await _gated_lease(studio, gate)
@@ -215,7 +223,8 @@ async def test_late_completion_after_the_deadline_writes_nothing(settings):
         assert summary_of(db, invoice) == ""
 
 
-async def test_late_completion_past_the_deadline_before_the_sweeper_writes_nothing(settings):
+async def test_late_completion_past_the_deadline_before_the_sweeper_writes_nothing(
+        settings, no_look):
     """The proposal write checks the deadline itself; it does not wait for the sweeper."""
     gate = GatedProvider()
     quiet = settings.with_changes(sweeper=False)
@@ -232,7 +241,7 @@ async def test_late_completion_past_the_deadline_before_the_sweeper_writes_nothi
                                            "late_completion")[0]["detail"]
 
 
-async def test_late_completion_after_sign_out_writes_nothing(settings):
+async def test_late_completion_after_sign_out_writes_nothing(settings, no_look):
     gate = GatedProvider()
     async with running(settings, {"local": gate}) as studio:
         client, lease_id, invoice = await _gated_lease(studio, gate)
@@ -409,3 +418,50 @@ async def test_stopping_the_studio_hands_unfinished_tasks_straight_back(settings
     task = rows(settings.db_path, "SELECT status, claim, attempts FROM tasks")[0]
     assert tuple(task) == ("pending", None, 0)  # the unfinished attempt does not count
     assert scalar(settings.db_path, "SELECT COUNT(*) FROM proposals") == 0
+
+
+class StoppableProvider:
+    """Answers only when released, and notes whether its call was cancelled instead."""
+
+    name = "local"
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.cancelled = asyncio.Event()
+
+    async def complete(self, purpose, invoice, actor_id, *, candidate, timeout) -> str:
+        self.started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        return "never"
+
+
+@pytest.mark.parametrize("ending", ["cancel", "logout"])
+async def test_a_lease_ended_while_its_task_runs_stops_the_call_within_seconds(settings, ending):
+    """Stop (or sign-out) ends the work done for the lease, a reading's process included,
+    instead of letting it run on to the deadline; the task fails, saying why, and nothing is
+    written."""
+    provider = StoppableProvider()
+    async with running(settings, {"local": provider}) as studio:
+        client = await studio.signed_in()
+        made = await client.post("/leases", json=lease_body(studio.invoice_ids()[:1]))
+        lease_id = made.json()["lease_id"]
+        await asyncio.wait_for(provider.started.wait(), 30)
+        ended_at = time.monotonic()
+        path = f"/leases/{lease_id}/cancel" if ending == "cancel" else "/logout"
+        assert (await client.post(path)).status_code == 200
+
+        await asyncio.wait_for(provider.cancelled.wait(), 10)
+        assert time.monotonic() - ended_at < 3
+        deadline = time.monotonic() + 10
+        while scalar(settings.db_path, "SELECT status FROM tasks") == "running":
+            assert time.monotonic() < deadline, "the stopped task was never settled"
+            await asyncio.sleep(0.05)
+        task = rows(settings.db_path, "SELECT status, attempts, error FROM tasks")[0]
+        assert (task["status"], task["attempts"]) == ("failed", 1)
+        assert "ended before its suggestion" in task["error"]
+        assert scalar(settings.db_path, "SELECT COUNT(*) FROM proposals") == 0
+        assert scalar(settings.db_path, "SELECT status FROM leases") in ("rejected", "expired")

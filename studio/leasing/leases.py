@@ -127,6 +127,12 @@ def fail_task(db: sqlite3.Connection, task_id: str, claim: str, error: str, retr
             settle(db, lease_id, now)
 
 
+def still_open(db: sqlite3.Connection, lease_id: str) -> bool:
+    """Whether a running task's lease is still open: a lease stopped or ended stops its work."""
+    return db.execute("SELECT 1 FROM leases WHERE id = ? AND status = 'open'",
+                      (lease_id,)).fetchone() is not None
+
+
 def _lock_task_and_lease(db: sqlite3.Connection, task_id: str) -> str | None:
     """Lock the task's row, then its lease's (always in that order), and name the lease: a
     claim cannot take the task over while its proposal is being saved, and of two tasks

@@ -40,6 +40,8 @@ MAX_ATTEMPTS = 3
 # Actors a claim tries in turn order, passing over those whose waiting tasks are all held.
 ACTORS_TRIED = 8
 IDLE_WAIT_S = 0.5
+# How often a running task looks whether its lease is still open (Stop ends a reading).
+LEASE_LOOK_S = 1.0
 SWEEP_EVERY_S = 0.5
 SESSION_SWEEP_ROUNDS = 10  # sessions last hours: a look every five seconds is plenty
 DELIVERY_SLOTS = 4  # emails in flight at once per worker
@@ -50,6 +52,10 @@ STOPPING_WAIT_S = 10.0
 # An outcome the database cannot take yet is written again, after 1 s, 2 s, ... at most 5 s.
 RECORD_FIRST_WAIT_S = 1.0
 RECORD_MOST_WAIT_S = 5.0
+
+
+class LeaseEnded(Exception):
+    """The lease a task ran for ended while it ran (Stop, sign-out): its work is stopped."""
 
 
 class NotDue(Exception):
@@ -376,10 +382,10 @@ class Worker:
             provider = self.providers.get(task.provider)
             async with asyncio.timeout(max(time_left, 0.001)):
                 invoice = await self._with_receipts(task.invoice)
-                answer = await provider.complete(
+                answer = await self._while_open(task.lease_id, provider.complete(
                     purpose, invoice, task.actor_id, candidate=task.candidate,
                     timeout=time_left - (time.monotonic() - started),
-                )
+                ))
             if isinstance(answer, str) and purpose.name == "summarize_invoice":
                 answer = {"summary": answer.strip()}  # a writer of plain summaries
             proposal = checked(purpose, answer)
@@ -398,7 +404,7 @@ class Worker:
             counters.provider_errors_total.labels(task.provider).inc()
             # Any provider failure is the task's, not the worker's.
             # What cannot be read fails at once, saying why in the person's words.
-            final = isinstance(error, Unreadable)
+            final = isinstance(error, (Unreadable, LeaseEnded))
             retry = not final and task.attempts < MAX_ATTEMPTS and task.deadline_at > time.time()
             reason = str(error) if final else f"{type(error).__name__}: {error}".strip()
             await self.db.write(leases.fail_task, task.task_id, task.claim, reason, retry)
@@ -408,6 +414,27 @@ class Worker:
             leases.record_proposal, task.task_id, task.claim, task.actor_id,
             purpose.summary(proposal, task.invoice), proposal=proposal,
         )
+
+    async def _while_open(self, lease_id: str, work: Awaitable[T]) -> T:
+        """The provider's answer, unless the lease ends first: then what runs for it (a
+        reader process, a model's connection) is cancelled, not left to run on. The lease is
+        looked at once a second, and only while the work runs longer than that."""
+        job = asyncio.ensure_future(work)
+        try:
+            while True:
+                done, _ = await asyncio.wait({job}, timeout=LEASE_LOOK_S)
+                if done:
+                    return job.result()
+                try:
+                    still_open = await self.db.read(leases.still_open, lease_id)
+                except DatabaseUnavailable:
+                    continue  # the deadline still ends it
+                if not still_open:
+                    raise LeaseEnded("The request ended before its suggestion was written.")
+        finally:
+            if not job.done():
+                job.cancel()
+                await asyncio.gather(job, return_exceptions=True)
 
     async def _with_receipts(self, invoice: dict[str, Any]) -> dict[str, Any]:
         """The invoice with its receipts' bytes, read from the store outside any transaction:

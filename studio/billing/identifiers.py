@@ -13,7 +13,7 @@ from schwifty import BIC, IBAN
 from stdnum.eu import vat as eu_vat
 from stdnum.exceptions import ValidationError
 
-from studio import addresses
+from studio import addresses, lines
 from studio.errors import Refusal
 
 MAX_VAT_ID = 50
@@ -22,7 +22,7 @@ EU_PREFIXES = {"EL" if code == "gr" else code.upper() for code in eu_vat.MEMBER_
 # What no text a person types holds: control characters other than the line break and the tab
 # (NUL among them, which PostgreSQL cannot store), and what XML cannot carry (lone surrogates,
 # U+FFFE, U+FFFF). Stored, any of them would keep the e-invoice and the email from being built.
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+CONTROL = re.compile(lines.CONTROL)
 
 
 def text(value: object, what: str, limit: int, least: int = 0) -> str:

@@ -95,6 +95,9 @@ def serve(args: argparse.Namespace) -> None:
                 **server_settings(settings))
 
 
+SHUTDOWN_GRACE_S = 10
+
+
 def server_settings(settings: Settings) -> dict[str, Any]:
     """How uvicorn serves the studio (bench/bare.py serves its baseline the same way)."""
     return {
@@ -106,6 +109,9 @@ def server_settings(settings: Settings) -> dict[str, Any]:
         "limit_concurrency": settings.max_connections, "timeout_keep_alive": 5,
         # Answers do not name the server's software and version.
         "server_header": False,
+        # A stop waits this long for requests in flight, then cancels them: shutdown takes
+        # seconds whatever a client or a model server is doing.
+        "timeout_graceful_shutdown": SHUTDOWN_GRACE_S,
     }
 
 

@@ -49,8 +49,9 @@ def hold(db: Any, *names: str) -> None:
     for it. Call it first, before the unit reads what it decides on or reads the clock.
 
     One name per rule: `account:<actor id>` for an account's own records (its drafts, series
-    counters, customers, payments, bindings), `sign-in:<email>` and `sign-in-from:<address>`
-    for the sign-in counts of an email and of a client address. SQLite's one writer already
+    counters, customers, payments, bindings), `sign-in:<email>` for the sign-in counts of an
+    email (the count of a client address, `sign-in-from:<address>`, is shared by accounts, so
+    it is only tried, never waited for long: `accounts.throttle.begin`). SQLite's one writer already
     holds the whole file (`BEGIN IMMEDIATE`), so there it costs nothing; PostgreSQL takes a
     transaction-scoped advisory lock per name, in one order, and a holder that stops is ended
     by the connection's timeouts (studio/store/postgres.py)."""

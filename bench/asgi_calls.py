@@ -85,7 +85,10 @@ async def main(n: int, profile: bool) -> None:
         body = {"request_id": "bench-replay", "purpose": "summarize_invoice",
                 "invoice_ids": issued, "providers": ["local"], "candidates": 1}
         lease = (await client.post("/leases", json=body)).json()["lease_id"]
+        deadline = time.monotonic() + 30
         while (await client.get(f"/leases/{lease}")).json()["status"] != "proposed":
+            if time.monotonic() > deadline:
+                raise SystemExit("the lease to poll was never proposed")
             await asyncio.sleep(0.05)
         raw = json.dumps(body).encode()
         asked = {"Accept": "application/json", "Cookie": cookie, "Host": HOST}

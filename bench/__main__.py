@@ -268,6 +268,8 @@ async def worker_rate(db_path: Path, tasks: int) -> float:
     runner = asyncio.create_task(worker.run())
     try:
         while await db.read(status) == "open":
+            if time.perf_counter() - started > 300:
+                raise SystemExit(f"the worker did not finish {tasks} tasks in 300 s")
             await asyncio.sleep(0.002)
         elapsed = time.perf_counter() - started
     finally:
@@ -477,6 +479,8 @@ def worker_throughput(client: httpx.Client, invoices: list[str], seconds: float,
         made.raise_for_status()
         lease = made.json()
         while client.get(f"/leases/{lease['lease_id']}").json()["status"] == "open":
+            if time.perf_counter() - started > 60:
+                raise SystemExit("a lease of the worker's throughput was never proposed")
             time.sleep(0.005)
         spent += time.perf_counter() - started
         tasks += lease["tasks"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -31,9 +32,20 @@ RUN_TIMEOUT_S = 480
 
 def run_bench(args: list[str], timeout: float = RUN_TIMEOUT_S
               ) -> subprocess.CompletedProcess[str]:
+    """`python -m ARGS` from the checkout; one still running after `timeout` is killed with
+    every server it started (its own process group), and the test fails with what it said."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STUDIO_")}
-    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=env, text=True,
-                          capture_output=True, timeout=timeout)
+    with subprocess.Popen([sys.executable, "-m", *args], cwd=ROOT, env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          start_new_session=True) as bench:
+        try:
+            out, err = bench.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(bench.pid, signal.SIGKILL)
+            out, err = bench.communicate()
+            pytest.fail(f"python -m {' '.join(args)} still ran after {timeout} s:\n"
+                        f"{err[-6000:]}")
+    return subprocess.CompletedProcess(bench.args, bench.returncode, out, err)
 
 
 def smoke(parts: list[str], out: Path) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from studio.web.views import invoices as invoice_views
 from studio.web.views import leases as lease_views
 from studio.web.views import payments as payment_views
 from studio.web.views import profile as profile_views
+from studio.web.views import recurring as recurring_views
 from studio.web.views import sending as sending_views
 from studio.web.views import shares as share_views
 from studio.web.views import signin as signin_views
@@ -164,6 +165,16 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
                      PATCH=customer_views.edit_customer, DELETE=customer_views.delete_customer),
             resource("/customers/{customer_id}/edit", POST=customer_views.edit_customer),
             resource("/customers/{customer_id}/delete", POST=customer_views.delete_customer),
+            resource("/recurring", GET=recurring_views.schedule_list,
+                     POST=recurring_views.create_schedule),
+            # Before `{recurring_id}`, which would take `new` for an id.
+            resource("/recurring/new", GET=recurring_views.new_schedule_page),
+            resource("/recurring/{recurring_id}", GET=recurring_views.schedule_page,
+                     PATCH=recurring_views.edit_schedule),
+            resource("/recurring/{recurring_id}/edit", POST=recurring_views.edit_schedule),
+            resource("/recurring/{recurring_id}/pause", POST=recurring_views.pause),
+            resource("/recurring/{recurring_id}/resume", POST=recurring_views.resume),
+            resource("/recurring/{recurring_id}/end", POST=recurring_views.end),
             resource("/settings", GET=profile_views.settings_page,
                      POST=profile_views.save_settings),
             resource("/settings/logo", GET=profile_views.logo),

@@ -17,6 +17,7 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "payment_not_found": (404, "That payment does not exist or is not yours."),
     "lease_not_found": (404, "That request does not exist or is not yours."),
     "customer_not_found": (404, "That customer does not exist or is not yours."),
+    "recurring_not_found": (404, "That recurring invoice does not exist or is not yours."),
     "method_not_allowed": (405, "This address does not accept that method."),
     "request_id_conflict": (
         409, "This form was already sent with different content. Reload the page to start"
@@ -59,6 +60,12 @@ REFUSALS: dict[str, tuple[int, str]] = {
         409, "A credit note is not paid; record the payment on the invoice it corrects."),
     "customer_changed": (
         409, "This customer changed since you opened it. Reload it and make your change again."),
+    "recurring_changed": (
+        409, "This recurring invoice changed since you opened it. Reload it and make your"
+             " change again."),
+    "recurring_ended": (
+        409, "This recurring invoice has ended; it makes no more invoices. Make a new one to"
+             " start again."),
     "customer_in_use": (
         409, "An invoice names this customer, so it cannot be deleted; it stays in your list."),
     "conflict": (

@@ -43,7 +43,8 @@ FROZEN = ("id", "owner_id", "kind", "credits", "number", "customer", "currency",
           "line_items", "net", "tax", "total", "seller", "issued_at")
 # Frozen too, but hashed only when set: an invoice issued before they existed has none of
 # them, and its frozen SHA-256 still reads the same.
-FROZEN_WHEN_SET = ("customer_id", "buyer", "issue_date", "supply_date", "notes")
+FROZEN_WHEN_SET = ("customer_id", "buyer", "issue_date", "supply_date", "notes",
+                   "period_start", "period_end")
 # The buyer's details issuing copies from the customer: editing the customer later changes
 # no issued invoice.
 BUYER = ("name", "email", "address", "country", "vat_id")
@@ -226,6 +227,9 @@ def as_json(db: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
         "buyer": json.loads(row["buyer"]) if row["buyer"] else None,
         "currency": row["currency"], "issue_date": row["issue_date"],
         "supply_date": row["supply_date"], "due_date": row["due_date"], "notes": row["notes"],
+        # A schedule's invoice names it and the service period it bills.
+        "recurring_id": row["recurring_id"], "period_start": row["period_start"],
+        "period_end": row["period_end"],
         "line_items": lines, "net": row["net"], "tax": row["tax"], "total": row["total"],
         "tax_breakdown": rates,
         "summary": row["summary"], "issued_at": timestamp(row["issued_at"]),

@@ -26,6 +26,7 @@ from studio.leasing.providers import Providers
 from studio.leasing.providers.seam import Unreadable
 from studio.leasing.purposes import PURPOSES, checked, work_fields
 from studio.mail import outbox, smtp
+from studio.runtime import schedules
 from studio.store import presence
 from studio.store.db import Database
 from studio.store.dialect import dialect_of, hold_free
@@ -295,16 +296,24 @@ class Worker:
         self._running: set[asyncio.Task[None]] = set()
         # Sends are delivered beside the tasks when the studio has a mail server.
         self.delivery = Delivery(db, settings, self.name) if settings.smtp_url else None
+        # Due periods of recurring invoices are made beside the tasks, by every worker.
+        self.clock_wake = asyncio.Event()
+
+    def _sends_queued(self) -> None:
+        if self.delivery is not None:
+            self.delivery.wake.set()
 
     async def run(self) -> None:
-        if self.delivery is None:
-            return await self.run_tasks()
-        delivering = asyncio.create_task(self.delivery.run())
+        beside = [asyncio.create_task(schedules.keep_the_clock(
+            self.db, self.settings, self.clock_wake, self._sends_queued))]
+        if self.delivery is not None:
+            beside.append(asyncio.create_task(self.delivery.run()))
         try:
             await self.run_tasks()
         finally:
-            delivering.cancel()
-            await asyncio.gather(delivering, return_exceptions=True)
+            for job in beside:
+                job.cancel()
+            await asyncio.gather(*beside, return_exceptions=True)
 
     async def run_tasks(self) -> None:
         keeper = asyncio.create_task(self._keep_claims_alive())

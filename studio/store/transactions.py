@@ -3,12 +3,13 @@ unit acts at, what follows a commit, and the two failures every caller names."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -90,6 +91,24 @@ def in_transaction(db: sqlite3.Connection, unit: Unit[T], *args: Any, **kwargs: 
         except Exception:  # the write is on disk: its answer must not become an error
             log.exception("after the commit, %r failed", call)
     return result
+
+
+@contextlib.contextmanager
+def savepoint(db: sqlite3.Connection, name: str = "part") -> Iterator[None]:
+    """A part of a unit that may fail alone: on an error what it wrote, and what it asked to
+    follow the commit, is undone, and the error goes on to the caller, who may carry on."""
+    waiting = getattr(_committing, "calls", None)
+    asked = len(waiting) if waiting is not None else 0
+    db.execute(f"SAVEPOINT {name}")
+    try:
+        yield
+    except BaseException:
+        db.execute(f"ROLLBACK TO SAVEPOINT {name}")
+        db.execute(f"RELEASE SAVEPOINT {name}")
+        if waiting is not None:
+            del waiting[asked:]
+        raise
+    db.execute(f"RELEASE SAVEPOINT {name}")
 
 
 def in_snapshot(db: sqlite3.Connection, unit: Unit[T], *args: Any) -> T:

@@ -484,4 +484,71 @@ ALTER TABLE invoices ADD COLUMN reminder TEXT;
 # taken over (the mail server cannot have the email yet).
 SENDS_HANDED = "ALTER TABLE sends ADD COLUMN handed_at DOUBLE PRECISION;"
 
-MIGRATIONS: list[str | Callable[[Any], None]] = [SCHEMA_V1, _business, MODEL_WORK, SENDS_HANDED]
+# Part five: recurring invoices, each period bound once with the invoice it made.
+RECURRING = """
+CREATE TABLE recurring (
+    id TEXT PRIMARY KEY,
+    owner_id TEXT NOT NULL REFERENCES actors(id),
+    customer_id TEXT NOT NULL REFERENCES customers(id),
+    status TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'paused', 'ended')),
+    currency TEXT NOT NULL,
+    line_items TEXT NOT NULL,
+    notes TEXT NOT NULL DEFAULT '',
+    payment_terms_days INTEGER NOT NULL,
+    every TEXT NOT NULL CHECK (every IN ('week', 'month', 'year')),
+    every_n INTEGER NOT NULL CHECK (every_n >= 1),
+    on_day TEXT,
+    starts_on TEXT NOT NULL,
+    ends_on TEXT,
+    stop_after INTEGER,
+    action TEXT NOT NULL CHECK (action IN ('draft', 'issue', 'send')),
+    email_to TEXT NOT NULL DEFAULT '',
+    backfill INTEGER NOT NULL DEFAULT 0,
+    anchor TEXT NOT NULL,
+    next_index INTEGER NOT NULL DEFAULT 0,
+    next_run TEXT,
+    made INTEGER NOT NULL DEFAULT 0,
+    problem TEXT NOT NULL DEFAULT '',
+    revision INTEGER NOT NULL DEFAULT 1,
+    created_on TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX recurring_due ON recurring(next_run) WHERE status = 'active';
+CREATE INDEX recurring_listed ON recurring(owner_id, created_at, id);
+CREATE TABLE recurring_periods (
+    recurring_id TEXT NOT NULL REFERENCES recurring(id),
+    period_start TEXT NOT NULL,
+    period_end TEXT NOT NULL,
+    invoice_id TEXT NOT NULL REFERENCES invoices(id),
+    made_at DOUBLE PRECISION NOT NULL,
+    UNIQUE (recurring_id, period_start)
+);
+ALTER TABLE invoices ADD COLUMN recurring_id TEXT REFERENCES recurring(id),
+    ADD COLUMN period_start TEXT,
+    ADD COLUMN period_end TEXT;
+CREATE OR REPLACE FUNCTION issued_invoice_is_frozen() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        PERFORM refuse_frozen('an issued invoice is never deleted');
+    END IF;
+    IF (NEW.id, NEW.owner_id, NEW.kind, NEW.status, NEW.credits, NEW.number, NEW.series_year,
+        NEW.sequence, NEW.customer, NEW.currency, NEW.due_date, NEW.line_items, NEW.net,
+        NEW.tax, NEW.total, NEW.revision, NEW.seller, NEW.issued_at, NEW.frozen_sha256,
+        NEW.created_at, NEW.customer_id, NEW.buyer, NEW.issue_date, NEW.supply_date, NEW.notes,
+        NEW.recurring_id, NEW.period_start, NEW.period_end)
+       IS DISTINCT FROM
+       (OLD.id, OLD.owner_id, OLD.kind, OLD.status, OLD.credits, OLD.number, OLD.series_year,
+        OLD.sequence, OLD.customer, OLD.currency, OLD.due_date, OLD.line_items, OLD.net,
+        OLD.tax, OLD.total, OLD.revision, OLD.seller, OLD.issued_at, OLD.frozen_sha256,
+        OLD.created_at, OLD.customer_id, OLD.buyer, OLD.issue_date, OLD.supply_date, OLD.notes,
+        OLD.recurring_id, OLD.period_start, OLD.period_end)
+       THEN
+        PERFORM refuse_frozen('an issued invoice never changes');
+    END IF;
+    RETURN NEW;
+END $$;
+"""
+
+MIGRATIONS: list[str | Callable[[Any], None]] = [SCHEMA_V1, _business, MODEL_WORK, SENDS_HANDED,
+                                                 RECURRING]

@@ -178,7 +178,64 @@ MIGRATIONS: list[Migration] = [
     # 12: when a send's worker was let end its message: before that, a claim that timed out
     # may be taken over (the mail server cannot have the email yet).
     "ALTER TABLE sends ADD COLUMN handed_at REAL;",
+    # 13: part five. Recurring invoices, each period bound once with the invoice it made.
+    lambda db: run_script(db, RECURRING),
 ]
+
+RECURRING = """
+    CREATE TABLE recurring (
+        id TEXT PRIMARY KEY,
+        owner_id TEXT NOT NULL REFERENCES actors(id),
+        customer_id TEXT NOT NULL REFERENCES customers(id),
+        status TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'paused', 'ended')),
+        currency TEXT NOT NULL,
+        line_items TEXT NOT NULL,               -- JSON, as a draft's
+        notes TEXT NOT NULL DEFAULT '',
+        payment_terms_days INTEGER NOT NULL,
+        every TEXT NOT NULL CHECK (every IN ('week', 'month', 'year')),
+        every_n INTEGER NOT NULL CHECK (every_n >= 1),
+        on_day TEXT,                            -- '1'..'28' or 'last'; NULL for a week
+        starts_on TEXT NOT NULL,
+        ends_on TEXT,
+        stop_after INTEGER,                     -- how many invoices in all, or NULL
+        action TEXT NOT NULL CHECK (action IN ('draft', 'issue', 'send')),
+        email_to TEXT NOT NULL DEFAULT '',      -- '' : the customer's address
+        backfill INTEGER NOT NULL DEFAULT 0,
+        anchor TEXT NOT NULL,                   -- the first run date of the rule in force
+        next_index INTEGER NOT NULL DEFAULT 0,  -- the next period, counted from the anchor
+        next_run TEXT,                          -- its first day; NULL once ended
+        made INTEGER NOT NULL DEFAULT 0,
+        problem TEXT NOT NULL DEFAULT '',       -- why the last period was not issued or sent
+        revision INTEGER NOT NULL DEFAULT 1,
+        created_on TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX recurring_due ON recurring(next_run) WHERE status = 'active';
+    CREATE INDEX recurring_listed ON recurring(owner_id, created_at, id);
+    -- A period is bound once, in the transaction of the invoice it makes.
+    CREATE TABLE recurring_periods (
+        recurring_id TEXT NOT NULL REFERENCES recurring(id),
+        period_start TEXT NOT NULL,
+        period_end TEXT NOT NULL,
+        invoice_id TEXT NOT NULL REFERENCES invoices(id),
+        made_at REAL NOT NULL,
+        UNIQUE (recurring_id, period_start)
+    );
+    ALTER TABLE invoices ADD COLUMN recurring_id TEXT REFERENCES recurring(id);
+    ALTER TABLE invoices ADD COLUMN period_start TEXT;
+    ALTER TABLE invoices ADD COLUMN period_end TEXT;
+    DROP TRIGGER issued_invoice_is_frozen;
+    CREATE TRIGGER issued_invoice_is_frozen
+        BEFORE UPDATE OF id, owner_id, kind, status, credits, number, series_year, sequence,
+            customer, currency, due_date, line_items, net, tax, total, revision, seller,
+            issued_at, frozen_sha256, created_at, customer_id, buyer, issue_date, supply_date,
+            notes, recurring_id, period_start, period_end
+        ON invoices WHEN OLD.status = 'issued'
+    BEGIN
+        SELECT RAISE(ABORT, 'invoice_frozen: an issued invoice never changes');
+    END;
+"""
 
 MODEL_WORK = """
     ALTER TABLE proposals ADD COLUMN proposal TEXT;      -- JSON, the purpose's schema

@@ -1,0 +1,88 @@
+"""The studio's own clock: every worker looks for due periods of recurring invoices and makes
+them, one period a transaction (`recurring.make_period`), with the database's clock. Any
+number of workers on any number of hosts may look at once: a schedule another worker is
+making is passed over, and the period binding makes each period once whatever happens."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+from studio.billing import recurring
+from studio.config import Settings
+from studio.errors import Refusal
+from studio.mail import outbox
+from studio.store.db import Database
+from studio.store.dialect import hold_free
+from studio.store.transactions import DatabaseUnavailable, after_commit
+
+log = logging.getLogger("studio.schedules")
+
+LOOK_EVERY_S = 0.5
+# Schedules a look considers at once, the longest waiting first.
+DUE_AT_ONCE = 20
+
+
+def _emailer(settings: Settings) -> recurring.Deliver:
+    """How a `send` schedule's invoice is queued: through the outbox, bound to its period,
+    so one invoice is one email however often its period is looked at."""
+
+    def deliver(db: Any, owner_id: str, invoice_id: str, schedule: Any, period_start: str
+                ) -> None:
+        if not settings.smtp_url:
+            raise Refusal("sending_not_configured", "this studio has no mail server set up"
+                                                    " (STUDIO_SMTP_URL), so nothing was"
+                                                    " emailed.")
+        asked = {"to": schedule["email_to"] or None, "cc": [], "subject": None,
+                 "message": None}
+        outbox.queue(db, owner_id, invoice_id, "send",
+                     f"recurring:{schedule['id']}:{period_start}", asked, settings.mail_from,
+                     settings.public_url or "/", share_days=settings.share_link_days)
+
+    return deliver
+
+
+def make_next(db: sqlite3.Connection, settings: Settings, queued: Callable[[], None]
+              ) -> bool:
+    """Make one due period of a schedule no other worker is making now, if any: True when a
+    schedule was looked at (a period made, or found made), False when none was free."""
+    for recurring_id in recurring.due(db, DUE_AT_ONCE):
+        # A schedule another worker holds is passed over, never waited for.
+        if not hold_free(db, f"recurring:{recurring_id}"):
+            continue
+        made = recurring.make_period(db, recurring_id, _emailer(settings))
+        if made is not None:
+            after_commit(lambda made=made, recurring_id=recurring_id: log.info(
+                "recurring %s made %s for %s to %s%s", recurring_id,
+                made["number"] or "a draft", made["period_start"], made["period_end"],
+                f" ({made['problem']})" if made["problem"] else ""))
+            after_commit(queued)
+        return True
+    return False
+
+
+async def keep_the_clock(db: Database, settings: Settings, wake: asyncio.Event,
+                         queued: Callable[[], None]) -> None:
+    """Make every due period, then look again about every half second (or when woken)."""
+    while True:
+        try:
+            while await db.read(recurring.any_due) and await db.write(make_next, settings,
+                                                                      queued):
+                pass
+        except DatabaseUnavailable as error:
+            log.warning("the database is unavailable; looking for due periods shortly: %s",
+                        error)
+        except sqlite3.IntegrityError:
+            log.info("a period was made by another worker meanwhile; looking again")
+            continue
+        except Exception:
+            log.exception("making a due period failed; trying again shortly")
+        try:
+            async with asyncio.timeout(LOOK_EVERY_S):
+                await wake.wait()
+        except TimeoutError:
+            pass
+        wake.clear()

@@ -25,6 +25,8 @@ from studio.store.db import open_database
 from tests.backends import first_pass_only
 from tests.conftest import ADA, BEN, Running, execute, rows, running, scalar
 from tests.mailserver import Inbox, MailServer
+from tests.test_facturx import BUYER, SELLER, one, xml_tree
+from tests.test_words_pages import assert_plain
 
 D = dt.date
 TODAY = dt.datetime.now(dt.UTC).date()
@@ -408,3 +410,66 @@ async def test_an_edit_names_its_revision_and_takes_effect_from_the_next_period(
                                               TODAY).isoformat()
         first = (await client.get(f"/invoices/{made['invoice_id']}")).json()
         assert first["line_items"][0]["unit_price"] == "1000.00"
+
+
+# --- pages -----------------------------------------------------------------------------------
+
+
+async def test_pages_list_schedules_show_what_each_made_and_repeat_an_invoice(
+        settings: Settings) -> None:
+    page = {"Accept": "text/html"}
+    async with quiet(settings) as studio:
+        client = await studio.signed_in()
+        schedule = await made_schedule(client, starts=weeks_ago(1), backfill=True)
+        made = await studio.studio.db.write(recurring.make_period, schedule["id"])
+        listed = await client.get("/recurring", headers=page)
+        assert listed.status_code == 200 and "Every week, on" in listed.text
+        assert schedule["next_run"] not in ("", None)
+        one = await client.get(f"/recurring/{schedule['id']}", headers=page)
+        assert one.status_code == 200 and made["number"] in one.text
+        assert f"{made['period_start']} to {made['period_end']}" in one.text
+        invoice = await client.get(f"/invoices/{made['invoice_id']}", headers=page)
+        assert "Repeat this invoice" in invoice.text and "Service period" in invoice.text
+        form = await client.get(f"/recurring/new?invoice_id={made['invoice_id']}", headers=page)
+        assert form.status_code == 200 and "Monthly retainer" in form.text
+        assert f"Filled in from invoice {made['number']}" in form.text
+        blank = await client.get("/recurring/new", headers=page)
+        assert blank.status_code == 200 and "Northwind" in blank.text
+        for name, html in {"list": listed.text, "schedule": one.text, "form": form.text,
+                           "blank form": blank.text}.items():
+            assert_plain(name, html)
+        # The page's own forms: pause, then an edit sent as a form.
+        paused = await client.post(f"/recurring/{schedule['id']}/pause", headers=page,
+                                   follow_redirects=False)
+        assert paused.status_code == 303
+        edited = await client.post(f"/recurring/{schedule['id']}/edit", headers=page, data={
+            "revision": "2", "customer_id": schedule["customer_id"], "currency": "EUR",
+            "description": "Retainer", "quantity": "1", "unit_price": "900", "tax_rate": "19",
+            "every": "week", "interval": "2", "day": "1", "ends": "", "count": "",
+            "action": "issue", "email_to": "", "payment_terms_days": "14"},
+            follow_redirects=False)
+        assert edited.status_code == 303, edited.text
+        found = (await client.get(f"/recurring/{schedule['id']}")).json()["recurring"]
+        assert found["interval"] == 2 and found["status"] == "paused"
+
+
+async def test_the_service_period_is_on_the_document_and_the_e_invoice(settings: Settings
+                                                                       ) -> None:
+    async with quiet(settings) as studio:
+        client = await studio.signed_in()
+        assert (await client.post("/settings", json=SELLER)).status_code == 200
+        reply = await client.post("/customers", json=BUYER)
+        body = schedule_body(reply.json()["id"], starts=weeks_ago(1), backfill=True)
+        schedule = (await client.post("/recurring", json=body)).json()["recurring"]
+        made = await studio.studio.db.write(recurring.make_period, schedule["id"])
+        printable = await client.get(f"/invoices/{made['invoice_id']}/document",
+                                     headers={"Accept": "text/html"})
+        assert f"{made['period_start']} to {made['period_end']}" in printable.text
+        xml = await client.get(f"/invoices/{made['invoice_id']}.xml")
+        assert xml.status_code == 200, xml.text
+        tree = xml_tree(xml.content)
+        period = "//ram:ApplicableHeaderTradeSettlement/ram:BillingSpecifiedPeriod"
+        assert one(tree, f"{period}/ram:StartDateTime/udt:DateTimeString") == \
+            made["period_start"].replace("-", "")
+        assert one(tree, f"{period}/ram:EndDateTime/udt:DateTimeString") == \
+            made["period_end"].replace("-", "")

@@ -85,6 +85,9 @@ def issue_date_of(invoice: dict[str, Any]) -> str:
 def facts_of(invoice: dict[str, Any]) -> list[tuple[str, str]]:
     """The dates and references at the top of the document."""
     supply = [("Date of supply", invoice["supply_date"])] if invoice.get("supply_date") else []
+    if invoice.get("period_start"):  # a recurring invoice's service period
+        supply.append(("Service period", f"{invoice['period_start']} to"
+                                         f" {invoice['period_end']}"))
     if is_credit(invoice):
         return [("Credits invoice", invoice.get("credits_number") or ""),
                 ("Issued", issue_date_of(invoice)), *supply]

@@ -234,6 +234,10 @@ def xml_of(invoice: dict[str, Any]) -> bytes:
         if category.reason_code:  # BT-121
             _el(tax, "ram:ExemptionReasonCode", category.reason_code)
         _el(tax, "ram:RateApplicablePercent", rate["rate"])
+    if invoice.get("period_start") and invoice.get("period_end"):  # BG-14: a schedule's period
+        billed = _el(settlement, "ram:BillingSpecifiedPeriod")
+        _date(billed, "ram:StartDateTime", invoice["period_start"])
+        _date(billed, "ram:EndDateTime", invoice["period_end"])
     if not credit:  # a credit note asks for no payment
         terms = _el(settlement, "ram:SpecifiedTradePaymentTerms")
         # BT-20: the document's one term (the due date's) and the seller's instructions.

@@ -10,7 +10,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from studio.billing import balances, invoices, recurring
+from studio.billing import balances, customers, invoices, recurring
 from studio.store import bindings, paging
 from studio.web.negotiation import (
     MAX_DRAFT_BYTES,
@@ -50,7 +50,8 @@ def _words(schedule: dict[str, Any]) -> dict[str, Any]:
         every += ", on the last day of the month"
     else:
         every += f", on day {schedule['day']}"
-    return {**schedule, "every_words": every, "action_words": ACTION_WORDS[schedule["action"]]}
+    return {**schedule, "every_words": every, "action_words": ACTION_WORDS[schedule["action"]],
+            "email_to": schedule["email"]["to"] or ""}
 
 
 def _body(raw: dict[str, Any]) -> dict[str, Any]:
@@ -113,7 +114,9 @@ async def new_schedule_page(request: Request) -> Response:
                       "notes": invoice["notes"], "line_items": invoice["line_items"],
                       "payment_terms_days": max(0, min(terms, recurring.MAX_TERMS_DAYS)),
                       "from_number": invoice["number"]})
-    return render(request, "recurring_new.html", {"schedule": start,
+    known = [] if start["customer_id"] else \
+        (await customers.list_customers(db, actor, paging.MAX_LIMIT)).items
+    return render(request, "recurring_new.html", {"schedule": start, "customers": known,
                                                   "request_id": str(uuid.uuid4())})
 
 

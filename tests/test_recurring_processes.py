@@ -8,8 +8,15 @@ import os
 import signal
 from contextlib import closing
 
-from tests.conftest import rows, scalar, sign_in, start_server, start_worker, studio_command, \
-    wait_until
+from tests.conftest import (
+    rows,
+    scalar,
+    sign_in,
+    start_server,
+    start_worker,
+    studio_command,
+    wait_until,
+)
 
 PERIODS = 40
 

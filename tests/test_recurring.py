@@ -473,3 +473,14 @@ async def test_the_service_period_is_on_the_document_and_the_e_invoice(settings:
             made["period_start"].replace("-", "")
         assert one(tree, f"{period}/ram:EndDateTime/udt:DateTimeString") == \
             made["period_end"].replace("-", "")
+
+
+async def test_a_customer_a_schedule_names_is_not_deleted(settings: Settings) -> None:
+    async with quiet(settings) as studio:
+        client = await studio.signed_in()
+        schedule = await made_schedule(client, starts=weeks_ago(-1))
+        reply = await client.delete(f"/customers/{schedule['customer_id']}")
+        assert reply.status_code == 409 and reply.json()["detail"] == "customer_in_use"
+        assert "recurring invoice" in reply.json()["message"]
+        assert scalar(studio.settings.db_path, "SELECT COUNT(*) FROM customers WHERE id = ?",
+                      schedule["customer_id"]) == 1

@@ -226,6 +226,10 @@ def delete(db: sqlite3.Connection, actor_id: str, customer_id: str) -> None:
             "stays in your list." if named["number"] else
             "A draft names this customer, so it cannot be deleted: delete the draft, or "
             "choose another customer on it, first."))
+    if db.execute("SELECT 1 FROM recurring WHERE customer_id = ? LIMIT 1",
+                  (customer_id,)).fetchone() is not None:
+        raise Refusal("customer_in_use", "A recurring invoice names this customer, so it"
+                                         " cannot be deleted; it stays in your list.")
     # A deleted draft's row stays for the requests that named it; it no longer names anyone.
     db.execute("UPDATE invoices SET customer_id = NULL WHERE customer_id = ?"
                " AND status = 'deleted'", (customer_id,))

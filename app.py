@@ -38,6 +38,7 @@ from studio.web.views import leases as lease_views
 from studio.web.views import payments as payment_views
 from studio.web.views import profile as profile_views
 from studio.web.views import recurring as recurring_views
+from studio.web.views import reminders as reminder_views
 from studio.web.views import sending as sending_views
 from studio.web.views import shares as share_views
 from studio.web.views import signin as signin_views
@@ -178,6 +179,9 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             resource("/settings", GET=profile_views.settings_page,
                      POST=profile_views.save_settings),
             resource("/settings/logo", GET=profile_views.logo),
+            resource("/settings/reminders", GET=reminder_views.reminder_settings,
+                     PUT=reminder_views.save_reminder_settings,
+                     POST=reminder_views.save_reminder_settings),
             resource("/review", GET=lease_views.review),
             resource("/leases/{lease_id}/apply", POST=lease_views.apply_lease),
             resource("/leases/{lease_id}/cancel", POST=lease_views.cancel_lease),

@@ -73,7 +73,22 @@ def parse_customer(body: dict[str, Any], before: dict[str, Any] | None = None
         "vat_id": identifiers.vat_id(given("vat_id"), country),
         "currency": _currency(given("currency"), before.get("currency")),
         "payment_terms_days": _terms_days(given("payment_terms_days")),
+        "reminders": _reminders(body, before),
     }
+
+
+def _reminders(body: dict[str, Any], before: dict[str, Any]) -> bool:
+    """Whether the account's automatic reminders go to this customer (yes unless said): JSON
+    says `reminders`; a form's checkbox is absent when unticked, so the form says it showed
+    one (`reminders_shown`)."""
+    value = body.get("reminders", False if "reminders_shown" in body else None)
+    if value is None:
+        return bool(before.get("reminders", True))
+    if value in (True, "true", "1", "on"):
+        return True
+    if value in (False, "false", "0", "off", ""):
+        return False
+    raise Refusal("invalid_body", "The reminders setting must be true or false.")
 
 
 def parse_revision(body: dict[str, Any]) -> int:
@@ -95,6 +110,7 @@ def parse_query(value: object) -> str:
 
 def as_json(row: sqlite3.Row) -> dict[str, Any]:
     return {"id": row["id"], **{name: row[name] for name in FIELDS},
+            "reminders": bool(row["reminders"]),
             "revision": row["revision"], "created_at": timestamp(row["created_at"]),
             "updated_at": timestamp(row["updated_at"])}
 
@@ -173,9 +189,11 @@ def create(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any],
     def make(customer_id: str) -> None:
         db.execute(
             "INSERT INTO customers (id, owner_id, name, email, address, country, vat_id,"
-            " currency, payment_terms_days, created_at, updated_at) VALUES (:id, :owner_id,"
-            " :name, :email, :address, :country, :vat_id, :currency, :payment_terms_days,"
-            " :now, :now)", {**fields, "id": customer_id, "owner_id": actor_id, "now": now})
+            " currency, payment_terms_days, reminders, created_at, updated_at) VALUES (:id,"
+            " :owner_id, :name, :email, :address, :country, :vat_id, :currency,"
+            " :payment_terms_days, :reminders, :now, :now)",
+            {**fields, "reminders": int(fields["reminders"]), "id": customer_id,
+             "owner_id": actor_id, "now": now})
 
     if request_id is None:
         customer_id, created = str(uuid.uuid4()), True
@@ -205,9 +223,11 @@ def edit(db: sqlite3.Connection, actor_id: str, customer_id: str, revision: int,
     db.execute(
         "UPDATE customers SET name = :name, email = :email, address = :address,"
         " country = :country, vat_id = :vat_id, currency = :currency,"
-        " payment_terms_days = :payment_terms_days, revision = revision + 1, updated_at = :now"
+        " payment_terms_days = :payment_terms_days, reminders = :reminders,"
+        " revision = revision + 1, updated_at = :now"
         " WHERE id = :id AND owner_id = :owner_id AND revision = :revision",
-        {**fields, "id": customer_id, "owner_id": actor_id, "revision": revision, "now": now})
+        {**fields, "reminders": int(fields["reminders"]), "id": customer_id,
+         "owner_id": actor_id, "revision": revision, "now": now})
     return as_json(owned(db, actor_id, customer_id))
 
 

@@ -166,10 +166,12 @@ def _refuse_unless_sendable(invoice: sqlite3.Row, facts: dict[str, Any], kind: s
 
 def queue(db: sqlite3.Connection, actor_id: str, invoice_id: str, binding: str,
           request_id: str, asked: dict[str, Any], mail_from: str, base_url: str,
-          now: float | None = None, share_days: float = shares.DEFAULT_DAYS
-          ) -> tuple[dict[str, Any], bool]:
+          now: float | None = None, share_days: float = shares.DEFAULT_DAYS,
+          step: int | None = None) -> tuple[dict[str, Any], bool]:
     """Write the send with its request binding, in one transaction: (the send, created).
-    The same request again answers the send it made, whatever happened since."""
+    The same request again answers the send it made, whatever happened since. A reminder
+    step's send names its step (`step`, its days), which one invoice has at most once, and
+    its message says where the share link goes (`{link}`)."""
     hold(db, account_lock(actor_id))
     now = clock(now)
     kind = KINDS[binding]
@@ -192,14 +194,18 @@ def queue(db: sqlite3.Connection, actor_id: str, invoice_id: str, binding: str,
             raise Refusal("invalid_subject", f"The subject {fault}.")
         message = asked["message"] or message
         link_id, token = shares.mint(db, actor_id, invoice_id, now, share_days)
-        message += f"\n\nView the invoice online: {shares.link_url(base_url, token)}"
+        link = shares.link_url(base_url, token)
+        if step is not None and "{link}" in message:
+            message = message.replace("{link}", link)
+        else:
+            message += f"\n\nView the invoice online: {link}"
         db.execute(
             "INSERT INTO sends (id, owner_id, invoice_id, kind, recipient, cc, subject, message,"
-            " document_sha256, message_id, share_link_id, status, next_attempt_at, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
+            " document_sha256, message_id, share_link_id, status, next_attempt_at, created_at,"
+            " step) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)",
             (send_id, actor_id, invoice_id, kind, recipient, ", ".join(asked["cc"]),
              subject, message, invoice["frozen_sha256"],
-             addresses.message_id(send_id, mail_from), link_id, now, now))
+             addresses.message_id(send_id, mail_from), link_id, now, now, step))
         after_commit(lambda: log.info("send %s of invoice %s queued for %s", send_id,
                                       invoice_id, recipient))
 
@@ -220,7 +226,9 @@ def as_json(row: Any) -> dict[str, Any]:
             "cc": [a for a in row["cc"].split(", ") if a], "subject": row["subject"],
             "message_id": row["message_id"], "attempts": row["attempts"],
             "reply": row["reply"], "created_at": timestamp(row["created_at"]),
-            "sent_at": timestamp(row["sent_at"])}
+            "sent_at": timestamp(row["sent_at"]),
+            # The automatic reminder step that queued it (its days from the due date), if any.
+            "step": row["step"]}
 
 
 # --- reading ---------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The studio's own clock: every worker looks for due periods of recurring invoices and makes
-them, one period a transaction (`recurring.make_period`), with the database's clock. Any
-number of workers on any number of hosts may look at once: a schedule another worker is
-making is passed over, and the period binding makes each period once whatever happens."""
+them, one period a transaction (`recurring.make_period`), and for reminder steps due, and
+queues them, with the database's clock. Any number of workers on any number of hosts may
+look at once: what another worker is making is passed over, and the period binding (the one
+send per invoice and step) makes each once whatever happens."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 from studio.billing import recurring
 from studio.config import Settings
 from studio.errors import Refusal
-from studio.mail import outbox
+from studio.mail import outbox, reminders
 from studio.store.db import Database
 from studio.store.dialect import hold_free
 from studio.store.transactions import DatabaseUnavailable, after_commit
@@ -64,13 +65,31 @@ def make_next(db: sqlite3.Connection, settings: Settings, queued: Callable[[], N
     return False
 
 
+def remind_next(db: sqlite3.Connection, settings: Settings, queued: Callable[[], None]
+                ) -> bool:
+    """Queue the due reminder steps of an account no other worker is looking at now: True
+    when an account was looked at."""
+    for actor_id in reminders.accounts_due(db):
+        if not hold_free(db, f"reminders:{actor_id}"):
+            continue
+        if reminders.queue_due(db, actor_id, settings.mail_from, settings.public_url or "/",
+                               settings.share_link_days):
+            after_commit(queued)
+        return True
+    return False
+
+
 async def keep_the_clock(db: Database, settings: Settings, wake: asyncio.Event,
                          queued: Callable[[], None]) -> None:
-    """Make every due period, then look again about every half second (or when woken)."""
+    """Make every due period, queue every due reminder (with a mail server to send them),
+    then look again about every half second (or when woken)."""
     while True:
         try:
             while await db.read(recurring.any_due) and await db.write(make_next, settings,
                                                                       queued):
+                pass
+            while settings.smtp_url and await db.read(reminders.accounts_due) \
+                    and await db.write(remind_next, settings, queued):
                 pass
         except DatabaseUnavailable as error:
             log.warning("the database is unavailable; looking for due periods shortly: %s",

@@ -550,5 +550,20 @@ BEGIN
 END $$;
 """
 
+# Reminders that go out by themselves, each step once per invoice.
+REMINDERS = """
+CREATE TABLE reminder_settings (
+    actor_id TEXT PRIMARY KEY REFERENCES actors(id),
+    enabled INTEGER NOT NULL DEFAULT 0,
+    steps TEXT NOT NULL DEFAULT '[]',
+    looked_on TEXT,
+    revision INTEGER NOT NULL DEFAULT 1,
+    updated_at DOUBLE PRECISION NOT NULL
+);
+ALTER TABLE customers ADD COLUMN reminders INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE sends ADD COLUMN step INTEGER;
+CREATE UNIQUE INDEX sends_one_per_step ON sends(invoice_id, step) WHERE step IS NOT NULL;
+"""
+
 MIGRATIONS: list[str | Callable[[Any], None]] = [SCHEMA_V1, _business, MODEL_WORK, SENDS_HANDED,
-                                                 RECURRING]
+                                                 RECURRING, REMINDERS]

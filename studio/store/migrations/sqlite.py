@@ -180,7 +180,23 @@ MIGRATIONS: list[Migration] = [
     "ALTER TABLE sends ADD COLUMN handed_at REAL;",
     # 13: part five. Recurring invoices, each period bound once with the invoice it made.
     lambda db: run_script(db, RECURRING),
+    # 14: reminders that go out by themselves, each step once per invoice.
+    lambda db: run_script(db, REMINDERS),
 ]
+
+REMINDERS = """
+    CREATE TABLE reminder_settings (
+        actor_id TEXT PRIMARY KEY REFERENCES actors(id),
+        enabled INTEGER NOT NULL DEFAULT 0,
+        steps TEXT NOT NULL DEFAULT '[]',       -- JSON [{days, subject, message}]
+        looked_on TEXT,                         -- the day every due step was last queued
+        revision INTEGER NOT NULL DEFAULT 1,
+        updated_at REAL NOT NULL
+    );
+    ALTER TABLE customers ADD COLUMN reminders INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE sends ADD COLUMN step INTEGER;  -- the reminder step (days) that queued it
+    CREATE UNIQUE INDEX sends_one_per_step ON sends(invoice_id, step) WHERE step IS NOT NULL;
+"""
 
 RECURRING = """
     CREATE TABLE recurring (

@@ -1,0 +1,220 @@
+"""Reminders that go out by themselves: an account's steps ("7 days after the due date"),
+each in the account's own words, queued through the outbox at most once per invoice.
+
+Each step's send names its step, and the database keeps one send per invoice and step
+(`sends_one_per_step`), so a restart, a second host or a look repeated sends nothing again.
+An invoice gets the latest step due for it, once; a step passed over for a later one (the
+reminders were switched on late) is not sent after it. Nothing goes to a customer left out
+(`reminders: false`), nor to an invoice with nothing left to pay: not when queued, and not
+when it would leave (`outbox.reminder_not_due`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import re
+import sqlite3
+from typing import Any
+
+from studio import addresses
+from studio.billing import balances, identifiers
+from studio.errors import Refusal
+from studio.mail import outbox
+from studio.store.dialect import account_lock, hold
+from studio.store.transactions import after_commit, clock, savepoint
+
+log = logging.getLogger("studio.reminders")
+
+PLACEHOLDERS = ("number", "customer", "amount_due", "currency", "due_date", "days_overdue",
+                "link")
+PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+MAX_STEPS = 10
+MAX_DAYS = 365
+# Reminders queued in one transaction; the next look goes on where this one stopped.
+AT_ONCE = 50
+
+
+# --- the settings ----------------------------------------------------------------------------
+
+
+def _refuse_unknown_placeholders(text: str, where: str, allowed: tuple[str, ...]) -> None:
+    for name in PLACEHOLDER.findall(text):
+        if name not in allowed:
+            known = ", ".join(f"{{{known}}}" for known in allowed)
+            raise Refusal("invalid_body", f"The {where} holds {{{name}}}, which is not a"
+                                          f" placeholder the studio fills in; use {known}.")
+
+
+def _days(value: object, where: str) -> int:
+    if isinstance(value, str) and re.fullmatch(r"\s*-?\d{1,3}\s*", value):
+        value = int(value)
+    if type(value) is not int or not -MAX_DAYS <= value <= MAX_DAYS:
+        raise Refusal("invalid_body", f"The days of {where} must be a whole number from"
+                                      f" -{MAX_DAYS} (before the due date) to {MAX_DAYS}"
+                                      " (after it).")
+    return value
+
+
+def _step(raw: object, n: int) -> dict[str, Any]:
+    where = f"step {n}"
+    if not isinstance(raw, dict):
+        raise Refusal("invalid_body", f"Each step must be {{days, subject, message}}; {where}"
+                                      " is not.")
+    days = _days(raw.get("days"), where)
+    subject = raw.get("subject")
+    if not isinstance(subject, str) or not subject.strip() \
+            or addresses.header_text_fault(subject.strip()) is not None \
+            or len(subject) > outbox.MAX_SUBJECT:
+        raise Refusal("invalid_subject", f"The subject of {where} must be one line of 1 to"
+                                         f" {outbox.MAX_SUBJECT} characters.")
+    message = raw.get("message")
+    if not isinstance(message, str) or not message.strip() \
+            or len(message) > outbox.MAX_MESSAGE:
+        raise Refusal("invalid_message", f"The message of {where} must be text of 1 to"
+                                         f" {outbox.MAX_MESSAGE:,} characters.")
+    message = identifiers.plain(message, f"message of {where}").strip()
+    _refuse_unknown_placeholders(subject, f"subject of {where}",
+                                 tuple(name for name in PLACEHOLDERS if name != "link"))
+    _refuse_unknown_placeholders(message, f"message of {where}", PLACEHOLDERS)
+    return {"days": days, "subject": subject.strip(), "message": message}
+
+
+def _steps_of_form(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A form names each step's fields with its place: days_0, subject_0, message_0, ...; a
+    step whose fields are all blank is no step."""
+    steps = []
+    for n in range(MAX_STEPS):
+        step = {name: body.get(f"{name}_{n}", "") for name in ("days", "subject", "message")}
+        if any(str(value).strip() for value in step.values()):
+            steps.append(step)
+    return steps
+
+
+def parse_settings(body: dict[str, Any]) -> dict[str, Any]:
+    """`{enabled, steps: [{days, subject, message}]}` checked: each step's words may hold
+    only the placeholders the studio fills in, and each step's days once."""
+    enabled = body.get("enabled", False)
+    if enabled in (True, "true", "1", "on"):
+        enabled = True
+    elif enabled in (False, "false", "0", "off", ""):
+        enabled = False
+    else:
+        raise Refusal("invalid_body", "The enabled setting must be true or false.")
+    raw = body["steps"] if "steps" in body else _steps_of_form(body)
+    if not isinstance(raw, list) or len(raw) > MAX_STEPS:
+        raise Refusal("invalid_body", f"The steps must be a list of at most {MAX_STEPS}.")
+    steps = sorted((_step(item, n) for n, item in enumerate(raw, start=1)),
+                   key=lambda step: step["days"])
+    days = [step["days"] for step in steps]
+    if len(set(days)) != len(days):
+        raise Refusal("invalid_body", "Two steps have the same days; each step needs days of"
+                                      " its own.")
+    if enabled and not steps:
+        raise Refusal("invalid_body", "Add at least one step to switch reminders on.")
+    return {"enabled": enabled, "steps": steps}
+
+
+def settings_of(db: sqlite3.Connection, actor_id: str) -> dict[str, Any]:
+    row = db.execute("SELECT enabled, steps, revision FROM reminder_settings"
+                     " WHERE actor_id = ?", (actor_id,)).fetchone()
+    if row is None:
+        return {"enabled": False, "steps": [], "revision": 0}
+    return {"enabled": bool(row["enabled"]), "steps": json.loads(row["steps"]),
+            "revision": row["revision"]}
+
+
+def save_settings(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any],
+                  now: float | None = None) -> dict[str, Any]:
+    """The account's reminder settings; the next look at its invoices follows at once."""
+    hold(db, account_lock(actor_id))
+    now = clock(now)
+    db.execute(
+        "INSERT INTO reminder_settings (actor_id, enabled, steps, looked_on, updated_at)"
+        " VALUES (?, ?, ?, NULL, ?) ON CONFLICT (actor_id) DO UPDATE SET"
+        " enabled = excluded.enabled, steps = excluded.steps, looked_on = NULL,"
+        " revision = reminder_settings.revision + 1, updated_at = excluded.updated_at",
+        (actor_id, int(fields["enabled"]), json.dumps(fields["steps"]), now))
+    return settings_of(db, actor_id)
+
+
+# --- going out -------------------------------------------------------------------------------
+
+
+def accounts_due(db: sqlite3.Connection, now: float | None = None) -> list[str]:
+    """Accounts with reminders on whose invoices were not looked at today (a cheap read)."""
+    today = balances.today(now).isoformat()
+    return [row[0] for row in db.execute(
+        "SELECT actor_id FROM reminder_settings WHERE enabled = 1"
+        " AND (looked_on IS NULL OR looked_on < ?) ORDER BY looked_on IS NOT NULL, looked_on"
+        " LIMIT 20", (today,))]
+
+
+def fill(text: str, values: dict[str, str]) -> str:
+    """The placeholders the studio knows filled in; `{link}` is left for the outbox."""
+    return PLACEHOLDER.sub(lambda found: values.get(found.group(1), found.group(0)), text)
+
+
+def queue_due(db: sqlite3.Connection, actor_id: str, mail_from: str, base_url: str,
+              share_days: float, now: float | None = None) -> int:
+    """Queue the account's due reminder steps, at most AT_ONCE in this transaction: for each
+    issued invoice with something left to pay, to a customer not left out, the latest step
+    due whose send (or a later step's) it does not have yet. Marks the account looked at
+    today once none is left. Returns how many were queued."""
+    hold(db, account_lock(actor_id))
+    now = clock(now)
+    today = balances.today(now)
+    found = db.execute("SELECT enabled, steps FROM reminder_settings WHERE actor_id = ?",
+                       (actor_id,)).fetchone()
+    steps = json.loads(found["steps"]) if found is not None and found["enabled"] else []
+    queued = 0
+    if steps:
+        earliest = today - dt.timedelta(days=min(step["days"] for step in steps))
+        for invoice in db.execute(
+                "SELECT invoices.* FROM balances"
+                " JOIN invoices ON invoices.id = balances.invoice_id"
+                " LEFT JOIN customers ON customers.id = invoices.customer_id"
+                " WHERE balances.owner_id = ? AND balances.payment_status != 'paid'"
+                " AND balances.due_date <= ? AND invoices.status = 'issued'"
+                " AND invoices.kind = 'invoice' AND COALESCE(customers.reminders, 1) = 1"
+                " ORDER BY balances.due_date, invoices.id",
+                (actor_id, earliest.isoformat())).fetchall():
+            if _remind(db, invoice, steps, today, mail_from, base_url, share_days, now):
+                queued += 1
+                if queued >= AT_ONCE:
+                    return queued
+    db.execute("UPDATE reminder_settings SET looked_on = ? WHERE actor_id = ?",
+               (today.isoformat(), actor_id))
+    return queued
+
+
+def _remind(db: sqlite3.Connection, invoice: Any, steps: list[dict[str, Any]],
+            today: dt.date, mail_from: str, base_url: str, share_days: float, now: float
+            ) -> bool:
+    """Queue the invoice's latest due step unless it (or a later one) was queued before."""
+    due = dt.date.fromisoformat(invoice["due_date"])
+    step = max((step for step in steps if due + dt.timedelta(days=step["days"]) <= today),
+               key=lambda step: step["days"])
+    sent = db.execute("SELECT MAX(step) FROM sends WHERE invoice_id = ? AND step IS NOT NULL",
+                      (invoice["id"],)).fetchone()[0]
+    if sent is not None and sent >= step["days"]:
+        return False
+    standing = balances.standing_of(db, invoice, now)
+    values = {"number": invoice["number"], "customer": invoice["customer"],
+              "amount_due": standing["amount_due"] or invoice["total"],
+              "currency": invoice["currency"], "due_date": invoice["due_date"],
+              "days_overdue": str(max(0, (today - due).days))}
+    asked = {"to": None, "cc": [], "subject": fill(step["subject"], values),
+             "message": fill(step["message"], values)}
+    try:
+        with savepoint(db):
+            outbox.queue(db, invoice["owner_id"], invoice["id"], "reminder",
+                         f"reminder-step:{invoice['id']}:{step['days']}", asked, mail_from,
+                         base_url, now, share_days, step=step["days"])
+    except Refusal as refused:  # no address on file, say: tried again at the next look
+        reason = refused.message
+        after_commit(lambda: log.info("reminder step %s of invoice %s not queued: %s",
+                                      step["days"], invoice["id"], reason))
+        return False
+    return True

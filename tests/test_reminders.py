@@ -197,3 +197,16 @@ async def test_two_hosts_looking_at_once_queue_each_step_once(
             for db in opened:
                 await db.close()
         assert len(step_sends(studio)) == 5
+
+
+async def test_an_invoice_issued_after_reminders_are_on_gets_its_due_step_at_once(
+        settings: Settings, smtp: MailServer, inbox: Inbox) -> None:
+    async with running(mail_settings(settings, smtp)) as studio:
+        client = await studio.signed_in()
+        customer_id = await customer(client, "ap@northwind.test")
+        await client.put("/settings/reminders", json={"enabled": True, "steps": STEPS})
+        await anyio.sleep(1.0)  # the clock looked at the account: nothing was due
+        invoice_id = await issued(client, customer_id)
+        await wait_for(lambda: len(inbox.messages) >= 1, what="the day-0 reminder")
+        assert [(send["invoice_id"], send["step"]) for send in step_sends(studio)] == [
+            (invoice_id, 0)]

@@ -143,12 +143,15 @@ def save_settings(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any],
 
 
 def accounts_due(db: sqlite3.Connection, now: float | None = None) -> list[str]:
-    """Accounts with reminders on whose invoices were not looked at today (a cheap read)."""
+    """Accounts with reminders on whose invoices were not looked at today, or whose balances
+    changed since (an invoice issued, a payment recorded or voided): a cheap read."""
     today = balances.today(now).isoformat()
     return [row[0] for row in db.execute(
         "SELECT actor_id FROM reminder_settings WHERE enabled = 1"
-        " AND (looked_on IS NULL OR looked_on < ?) ORDER BY looked_on IS NOT NULL, looked_on"
-        " LIMIT 20", (today,))]
+        " AND (looked_on IS NULL OR looked_on < ? OR EXISTS (SELECT 1 FROM balances"
+        "      WHERE balances.owner_id = reminder_settings.actor_id"
+        "      AND balances.updated_at >= reminder_settings.looked_at))"
+        " ORDER BY looked_on IS NOT NULL, looked_on LIMIT 20", (today,))]
 
 
 def fill(text: str, values: dict[str, str]) -> str:
@@ -161,7 +164,7 @@ def queue_due(db: sqlite3.Connection, actor_id: str, mail_from: str, base_url: s
     """Queue the account's due reminder steps, at most AT_ONCE in this transaction: for each
     issued invoice with something left to pay, to a customer not left out, the latest step
     due whose send (or a later step's) it does not have yet. Marks the account looked at
-    today once none is left. Returns how many were queued."""
+    (today, and now) once none is left. Returns how many were queued."""
     hold(db, account_lock(actor_id))
     now = clock(now)
     today = balances.today(now)
@@ -184,8 +187,8 @@ def queue_due(db: sqlite3.Connection, actor_id: str, mail_from: str, base_url: s
                 queued += 1
                 if queued >= AT_ONCE:
                     return queued
-    db.execute("UPDATE reminder_settings SET looked_on = ? WHERE actor_id = ?",
-               (today.isoformat(), actor_id))
+    db.execute("UPDATE reminder_settings SET looked_on = ?, looked_at = ? WHERE actor_id = ?",
+               (today.isoformat(), now, actor_id))
     return queued
 
 

@@ -565,5 +565,11 @@ ALTER TABLE sends ADD COLUMN step INTEGER;
 CREATE UNIQUE INDEX sends_one_per_step ON sends(invoice_id, step) WHERE step IS NOT NULL;
 """
 
+# An account's reminders are looked at again as soon as one of its balances changes.
+REMINDERS_LOOKED_AT = """
+ALTER TABLE reminder_settings ADD COLUMN looked_at DOUBLE PRECISION;
+CREATE INDEX balances_changed ON balances(owner_id, updated_at);
+"""
+
 MIGRATIONS: list[str | Callable[[Any], None]] = [SCHEMA_V1, _business, MODEL_WORK, SENDS_HANDED,
-                                                 RECURRING, REMINDERS]
+                                                 RECURRING, REMINDERS, REMINDERS_LOOKED_AT]

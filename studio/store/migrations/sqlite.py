@@ -182,6 +182,11 @@ MIGRATIONS: list[Migration] = [
     lambda db: run_script(db, RECURRING),
     # 14: reminders that go out by themselves, each step once per invoice.
     lambda db: run_script(db, REMINDERS),
+    # 15: an account's reminders are looked at again as soon as one of its balances changes.
+    """
+    ALTER TABLE reminder_settings ADD COLUMN looked_at REAL;
+    CREATE INDEX balances_changed ON balances(owner_id, updated_at);
+    """,
 ]
 
 REMINDERS = """

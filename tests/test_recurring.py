@@ -192,6 +192,29 @@ async def test_many_workers_on_many_schedules_make_each_period_once(settings: Se
         assert audit_database(studio.settings) == []
 
 
+async def test_a_pause_during_a_catch_up_stops_it_between_periods(settings: Settings) -> None:
+    """Made periods run from the first without a gap or a repeat, and none follows the pause,
+    whenever the pause lands among the catch-up's transactions."""
+    async with quiet(settings) as studio:
+        client = await studio.signed_in()
+        schedule = await made_schedule(client, starts=weeks_ago(30), backfill=True)
+        catching_up = asyncio.create_task(keep_clocks(
+            studio.settings, 2, lambda: made_count(studio, schedule["id"]) >= 31))
+        while made_count(studio, schedule["id"]) < 2:
+            await anyio.sleep(0.01)
+        paused = await client.post(f"/recurring/{schedule['id']}/pause")
+        assert paused.status_code == 200
+        made_when_paused = len(paused.json()["recurring"]["made"])
+        await anyio.sleep(1.0)
+        catching_up.cancel()
+        await asyncio.gather(catching_up, return_exceptions=True)
+        made = made_rows(studio, schedule["id"])
+        assert len(made) == made_when_paused < 31
+        assert [row["period_start"] for row in made] == [
+            weeks_ago(n) for n in range(30, 30 - len(made), -1)]
+        assert audit_database(studio.settings) == []
+
+
 async def test_a_period_already_bound_is_never_made_again(settings: Settings) -> None:
     """However the schedule came to look at a period again (its state restored, a write lost),
     the period's binding makes nothing more."""
@@ -484,3 +507,19 @@ async def test_a_customer_a_schedule_names_is_not_deleted(settings: Settings) ->
         assert "recurring invoice" in reply.json()["message"]
         assert scalar(studio.settings.db_path, "SELECT COUNT(*) FROM customers WHERE id = ?",
                       schedule["customer_id"]) == 1
+
+
+async def test_the_audit_names_a_period_made_twice(settings: Settings) -> None:
+    async with quiet(settings) as studio:
+        client = await studio.signed_in()
+        schedule = await made_schedule(client, starts=weeks_ago(1), backfill=True,
+                                       action="draft")
+        first = await studio.studio.db.write(recurring.make_period, schedule["id"])
+        second = await studio.studio.db.write(recurring.make_period, schedule["id"])
+        assert audit_database(studio.settings) == []
+        # As a second maker without the binding would leave it (drafts may still change).
+        execute(studio.settings.db_path, "UPDATE invoices SET period_start = ? WHERE id = ?",
+                first["period_start"], second["invoice_id"])
+        problems = audit_database(studio.settings)
+        assert any("made 2 invoices for its period" in problem for problem in problems)
+        assert any("which names another period" in problem for problem in problems)

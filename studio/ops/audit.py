@@ -1,7 +1,8 @@
 """`studio audit`: the promises of issued invoices, checked against the database itself.
 
 Every series runs 1, 2, 3... with no gap and no repeat and ends at its counter; every issued
-invoice still matches its frozen SHA-256; the credit notes of an invoice stay within its total.
+invoice still matches its frozen SHA-256; the credit notes of an invoice stay within its total;
+each period of a recurring invoice was made once.
 """
 
 from __future__ import annotations
@@ -56,6 +57,26 @@ def problems(db: sqlite3.Connection) -> list[str]:
         if credited > Decimal(row["total"]):
             found.append(f"credit notes of {row['number']} come to {credited}, more than its "
                          f"total {row['total']}")
+    found += _recurring_problems(db)
+    return found
+
+
+def _recurring_problems(db: sqlite3.Connection) -> list[str]:
+    """Each period of a recurring invoice made once: one invoice names it, the one bound."""
+    found = []
+    for row in db.execute(
+            "SELECT recurring_id, period_start, COUNT(*) AS made FROM invoices"
+            " WHERE recurring_id IS NOT NULL AND status != 'deleted'"
+            " GROUP BY recurring_id, period_start HAVING COUNT(*) > 1"):
+        found.append(f"recurring {row[0]} made {row[2]} invoices for its period from {row[1]}")
+    for row in db.execute(
+            "SELECT recurring_periods.recurring_id, recurring_periods.period_start,"
+            " recurring_periods.invoice_id FROM recurring_periods"
+            " JOIN invoices ON invoices.id = recurring_periods.invoice_id"
+            " WHERE COALESCE(invoices.recurring_id, '') != recurring_periods.recurring_id"
+            " OR COALESCE(invoices.period_start, '') != recurring_periods.period_start"):
+        found.append(f"recurring {row[0]}'s period from {row[1]} is bound to invoice {row[2]},"
+                     " which names another period")
     return found
 
 

@@ -523,3 +523,23 @@ async def test_the_audit_names_a_period_made_twice(settings: Settings) -> None:
         problems = audit_database(studio.settings)
         assert any("made 2 invoices for its period" in problem for problem in problems)
         assert any("which names another period" in problem for problem in problems)
+
+
+async def test_a_period_that_cannot_be_issued_is_kept_as_a_draft_saying_why(
+        settings: Settings) -> None:
+    async with quiet(settings) as studio:
+        client = await studio.signed_in()
+        schedule = await made_schedule(client, starts=weeks_ago(1), backfill=True)
+        owner = scalar(studio.settings.db_path, "SELECT id FROM actors WHERE email = ?", ADA)
+        execute(studio.settings.db_path, "UPDATE profiles SET name = '' WHERE actor_id = ?",
+                owner)
+        made = await studio.studio.db.write(recurring.make_period, schedule["id"])
+        assert made["status"] == "draft" and made["number"] is None
+        assert "kept as a draft" in made["problem"]
+        # What issuing began is undone with it: no binding of the issue, no number taken.
+        assert scalar(studio.settings.db_path, "SELECT COUNT(*) FROM request_bindings"
+                      " WHERE kind = 'issue' AND request_id LIKE 'recurring:%'") == 0
+        found = (await client.get(f"/recurring/{schedule['id']}")).json()["recurring"]
+        assert found["made"][0]["status"] == "draft" and "kept as a draft" in found["problem"]
+        assert found["next_run"] == TODAY.isoformat()
+        assert audit_database(studio.settings) == []

@@ -131,6 +131,8 @@ async def test_each_step_goes_once_per_invoice_and_none_again_after_a_restart(
         assert "https://studio.test/i/" in words[second]["message"]
         listed = (await client.get(f"/invoices/{second}/sends")).json()
         assert [send["step"] for send in listed] == [0]
+        page = await client.get(f"/invoices/{second}", headers={"Accept": "text/html"})
+        assert "sent by itself, on the due date" in page.text
     # Restarted: the same day's look queues nothing again.
     async with running(mailing) as studio:
         await anyio.sleep(1.5)

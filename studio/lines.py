@@ -23,8 +23,12 @@ def _not_all_zero(digits: int) -> str:
                           for zeros in range(digits)) + ")"
 
 
-# A unit price: at most twelve digits before the point and six after.
+# An amount: at most twelve digits before the point and six after.
 AMOUNT = r"[0-9]{1,12}(\.[0-9]{1,6})?"
+# A unit price is signed: a deposit returned (`Leergut -0,25`), a discount or a cancelled
+# article is a line of its own at a price below 0, its quantity still above 0. A draft's
+# total never goes below 0 (`billing.money.totals`): money given back is a credit note.
+PRICE = f"-?{AMOUNT}"
 # A quantity: the same, above 0 (1000000000 x 0,01 read as a quantity of 0 is no quantity).
 QUANTITY = f"({_not_all_zero(12)}(\\.[0-9]{{1,6}})?|0{{1,12}}\\.{_not_all_zero(6)})"
 # A tax rate or a discount: a percent from 0 to 100, at most four decimals.
@@ -38,7 +42,7 @@ DESCRIPTION = (f"[^{CONTROL[1:-1]}]*[^\\s{CONTROL[1:-1]}\\u00ad\\u200b-\\u200f\\
                f"\\ufeff][^{CONTROL[1:-1]}]*")
 
 _QUANTITY = re.compile(QUANTITY)
-_AMOUNT = re.compile(AMOUNT)
+_PRICE = re.compile(PRICE)
 _PERCENT = re.compile(PERCENT)
 _CONTROL = re.compile(CONTROL)
 
@@ -54,7 +58,8 @@ def quantity_fits(text: str) -> bool:
 
 
 def amount_fits(text: str) -> bool:
-    return _AMOUNT.fullmatch(text) is not None
+    """Whether text is a unit price a line may hold, signed."""
+    return _PRICE.fullmatch(text) is not None
 
 
 def percent_fits(text: str) -> bool:

@@ -132,7 +132,7 @@ def test_json_problems_name_the_item_and_the_field(settings, tmp_path):
     source = tmp_path / "bad.json"
     source.write_text(json.dumps([
         {"external_id": "J-1", "customer": "", "currency": "EUX", "due_date": "soon",
-         "line_items": [{"description": "", "quantity": "1", "unit_price": "-1"}]},
+         "line_items": [{"description": "", "quantity": "1", "unit_price": "one"}]},
         "not a draft",
         {"external_id": "J-3", "customer": "Ok", "currency": "EUR", "due_date": "2027-01-01",
          "line_items": []}]))

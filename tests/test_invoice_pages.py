@@ -62,7 +62,7 @@ async def test_a_refused_form_shows_its_message_in_the_page(studio) -> None:
     client = await studio.signed_in()
     refused = await client.post("/invoices", headers=HTMX, data={
         "customer": "X", "currency": "EUR", "due_date": days_ahead(151), "description": "Tea",
-        "quantity": "1", "unit_price": "-3", "tax_rate": "0"})
+        "quantity": "1", "unit_price": "3 EUR", "tax_rate": "0"})
     assert refused.status_code == 422 and refused.headers["hx-retarget"] == "#messages"
     assert "Line 1: the unit price" in refused.text
 

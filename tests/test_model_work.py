@@ -57,6 +57,12 @@ async def draft_with_receipt(client: Any, content: bytes, name: str = "receipt.p
     return invoice_id
 
 
+def agreeing(reading: dict[str, Any]) -> dict[str, Any]:
+    """A reading as the studio keeps it when its lines come to its total: with its check."""
+    return {**reading, "check": {"lines_total": reading["total"], "total": reading["total"],
+                                 "agrees": True}}
+
+
 def read(invoice_id: str, request_id: str = "read-1") -> dict[str, Any]:
     return lease_body([invoice_id], request_id, purpose="read_receipt", providers=["local"])
 
@@ -78,10 +84,11 @@ async def test_a_receipt_read_into_a_draft_adds_exactly_the_proposed_lines_once(
     candidate = lease["invoices"][0]["candidates"][0]
     proposal = candidate["proposal"]
     # The till's prices include VAT; the draft's lines are net, so the proposal says so.
-    assert proposal == as_lines_billed(receipt.expected())
+    assert proposal == agreeing(as_lines_billed(receipt.expected()))
     # What apply adds, as the draft totals it: here the receipt's own total.
     assert candidate["summary"] == \
-        f"6 lines from Frischmarkt Sommer, EUR {receipt.total} (EUR 21.25 before tax)."
+        f"6 lines from Frischmarkt Sommer, EUR {receipt.total} (EUR 21.25 before tax)." \
+        " The lines come to the receipt's total."
     before = lines_of(studio.settings.db_path, invoice_id)
     revision = (await client.get(f"/invoices/{invoice_id}")).json()["revision"]
 
@@ -137,7 +144,7 @@ async def test_a_photographed_receipt_is_read_through_the_ocr(studio) -> None:
                                           "photo.png")
     lease = await proposed(client, read(invoice_id))
     proposal = lease["invoices"][0]["candidates"][0]["proposal"]
-    assert proposal == as_lines_billed(receipt.expected())
+    assert proposal == agreeing(as_lines_billed(receipt.expected()))
 
 
 async def test_a_lost_reply_resent_is_one_lease_and_other_input_is_a_conflict(studio) -> None:
@@ -240,7 +247,8 @@ def test_a_proposal_outside_its_schema_is_refused() -> None:
     good = {"supplier": None, "date": None, "currency": "EUR", "total": "1.00",
             "lines": [{"description": "Tea", "quantity": "1", "unit_price": "1.00",
                        "tax_rate": "7"}]}
-    assert purposes.checked(purpose, good) == good
+    assert purposes.checked(purpose, good) == {
+        **good, "check": {"lines_total": "1.07", "total": "1.00", "agrees": False}}
     for bad in ({**good, "total": 1.0}, {**good, "invoice_id": "x"},
                 {**good, "lines": [{"description": "Tea"}]}, {**good, "currency": "euro"}):
         with pytest.raises(Exception, match="invalid_proposal"):
@@ -299,7 +307,7 @@ async def test_a_remote_model_gets_the_schema_and_the_receipt_and_a_misfit_answe
         assert base64.b64decode(images[0].split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
 
         good = await proposed(client, {**read(invoice_id, "read-2"), "providers": ["openai"]})
-        assert good["invoices"][0]["candidates"][0]["proposal"] == reading
+        assert good["invoices"][0]["candidates"][0]["proposal"] == agreeing(reading)
 
 
 @pytest.mark.skipif(tesseract() is None, reason="the OCR engine (tesseract-ocr) is missing")
@@ -314,7 +322,7 @@ async def test_the_demo_holds_a_draft_with_a_photographed_receipt_ready_to_read(
         assert scalar(db, "SELECT status FROM invoices WHERE id = ?", draft_id) == "draft"
         lease = await proposed(client, read(draft_id))
         proposal = lease["invoices"][0]["candidates"][0]["proposal"]
-        assert proposal == as_lines_billed(frischmarkt().expected())
+        assert proposal == agreeing(as_lines_billed(frischmarkt().expected()))
 
 
 # --- the pages -----------------------------------------------------------------------------

@@ -50,6 +50,11 @@ class Writer:
         return self.answer
 
 
+def as_read(reading: dict[str, Any]) -> dict[str, Any]:
+    """A reading without its check, which the studio works out itself."""
+    return {key: value for key, value in reading.items() if key != "check"}
+
+
 def apply_takes(proposal: dict[str, Any]) -> bool:
     """Whether apply takes each line the reading would add, by the draft's own rule."""
     try:
@@ -83,7 +88,7 @@ def test_a_line_apply_refuses_never_becomes_a_suggestion(line: dict[str, str]) -
                              st.text(max_size=8)),
        quantity=st.one_of(st.from_regex(f"^{lines.QUANTITY}$", fullmatch=True),
                           st.from_regex(r"^[0-9]{1,13}(\.[0-9]{1,7})?$", fullmatch=True)),
-       unit_price=st.from_regex(r"^[0-9]{1,13}(\.[0-9]{1,7})?$", fullmatch=True),
+       unit_price=st.from_regex(r"^-{0,2}[0-9]{1,13}(\.[0-9]{1,7})?$", fullmatch=True),
        tax_rate=st.from_regex(r"^[0-9]{1,3}(\.[0-9]{1,5})?$", fullmatch=True))
 def test_a_line_the_schema_takes_is_one_apply_takes(description: str, quantity: str,
                                                    unit_price: str, tax_rate: str) -> None:
@@ -119,7 +124,7 @@ def test_the_reader_never_writes_a_line_apply_would_refuse() -> None:
                  "Summe EUR 10000000,00\n",
                  "Frischmarkt Sommer\nTee\x00 Earl Grey 1,99\nSumme EUR 1,99\n"):
         reading = parse(text)
-        assert purposes.checked(READING, reading) == reading
+        assert as_read(purposes.checked(READING, reading)) == as_read(reading)
         assert apply_takes(reading)
 
 
@@ -129,7 +134,7 @@ def test_a_receipt_of_more_lines_than_a_draft_holds_reads_as_many_as_it_holds() 
         f"Artikel {n} 1,00\n" for n in range(1, 251)) + "Summe EUR 250,00\n"
     reading = parse(text)
     assert len(reading["lines"]) == lines.MAX_LINES
-    assert purposes.checked(READING, reading) == reading
+    assert as_read(purposes.checked(READING, reading)) == as_read(reading)
 
 
 @pure
@@ -140,7 +145,7 @@ def test_a_receipt_of_more_lines_than_a_draft_holds_reads_as_many_as_it_holds() 
     st.text(max_size=20)), max_size=12))
 def test_whatever_a_receipt_says_its_reading_is_one_apply_takes(rows: list[str]) -> None:
     reading = parse("\n".join(["Laden", *rows, "Summe EUR 12,00"]))
-    assert purposes.checked(READING, reading) == reading
+    assert as_read(purposes.checked(READING, reading)) == as_read(reading)
     assert not purposes.reading_lines(reading) or apply_takes(reading)
 
 
@@ -214,8 +219,8 @@ async def test_a_reading_without_a_currency_is_in_the_draft_s_and_says_so(settin
         lease = await proposed(client, read(invoice_id))
         summary = lease["invoices"][0]["candidates"][0]["summary"]
         assert summary == ("1 line from Frischmarkt Sommer, EUR 6.49 (EUR 6.07 before tax)."
-                           " The receipt names no currency: its amounts are taken as EUR, the"
-                           " draft's.")
+                           " The lines come to the receipt's total. The receipt names no"
+                           " currency: its amounts are taken as EUR, the draft's.")
         applied = await client.post(f"/leases/{lease['lease_id']}/apply")
         assert applied.status_code == 200, applied.text
         assert lines_of(studio.settings.db_path, invoice_id)[1:] == [TEA]

@@ -7,7 +7,9 @@ library, which also makes it a PDF/A-3; the result is kept beside the PDF in
 `issued_documents` under a layout of its own, so it is built once.
 
 A credit note is type 381 with positive amounts (the type says they are credited) and names
-the invoice it credits. A rate of 0 % is reverse charge, an export or zero rated as the
+the invoice it credits. A line at a price below 0 (a deposit returned, a discount) is billed
+as a negative quantity at a positive price, as EN 16931 asks (BR-27: no price below 0), its
+net below 0. A rate of 0 % is reverse charge, an export or zero rated as the
 kept seller and buyer say (`documents.zero_rate_category`), the first two with their
 exemption reason and VATEX code in the tax breakdown (BT-120, BT-121). An invoice issued
 before buyers and full sellers were kept carries what it has: the buyer's name alone, and
@@ -54,7 +56,7 @@ SEPA_CREDIT_TRANSFER = "58"
 # UN/ECE Recommendation 20: "one", a unit without a name of its own.
 UNIT = "C62"
 # The e-invoice's own layout, kept beside the document's: a change to either builds it anew.
-LAYOUT = "facturx-3"
+LAYOUT = "facturx-4"
 
 
 def layout() -> str:
@@ -161,11 +163,13 @@ def _line(parent: etree._Element, number: int, line: dict[str, Any], invoice: di
     item = _el(parent, "ram:IncludedSupplyChainTradeLineItem")
     _el(_el(item, "ram:AssociatedDocumentLineDocument"), "ram:LineID", str(number))
     _el(_el(item, "ram:SpecifiedTradeProduct"), "ram:Name", line["description"])
+    price, quantity = str(line["unit_price"]), str(line["quantity"])
+    if price.startswith("-"):  # a deduction: the quantity carries the sign (BR-27)
+        price, quantity = price[1:], quantity[1:] if quantity.startswith("-") else f"-{quantity}"
     agreement = _el(item, "ram:SpecifiedLineTradeAgreement")
-    _el(_el(agreement, "ram:NetPriceProductTradePrice"), "ram:ChargeAmount",
-        str(line["unit_price"]))
-    _el(_el(item, "ram:SpecifiedLineTradeDelivery"), "ram:BilledQuantity",
-        str(line["quantity"]), unitCode=UNIT)
+    _el(_el(agreement, "ram:NetPriceProductTradePrice"), "ram:ChargeAmount", price)
+    _el(_el(item, "ram:SpecifiedLineTradeDelivery"), "ram:BilledQuantity", quantity,
+        unitCode=UNIT)
     settlement = _el(item, "ram:SpecifiedLineTradeSettlement")
     _line_tax(settlement, str(line["tax_rate"]), invoice)
     discount = str(line.get("discount_percent") or "0")

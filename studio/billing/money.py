@@ -2,7 +2,10 @@
 
 No float ever holds an amount. Each line is rounded half-up to the currency's minor units
 (two for EUR, none for JPY, three for KWD), and the totals are the sums of rounded lines.
-A line's net is quantity x unit price, less its discount in percent when it has one.
+A line's net is quantity x unit price, less its discount in percent when it has one. A unit
+price may be below 0 (a deposit returned, a discount, a cancelled article: `studio.lines`),
+its line then a deduction; rounding half-up is away from zero, so -0.125 is -0.13. The total
+of an invoice never goes below 0: money given back is a credit note.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ ARITHMETIC = Context(prec=60, rounding=ROUND_HALF_UP)
 MAX_TOTAL = Decimal(rule.MAX_TOTAL)
 MAX_DESCRIPTION = rule.MAX_DESCRIPTION
 AMOUNT = re.compile(rule.AMOUNT)
+PRICE = re.compile(rule.PRICE)
 QUANTITY = re.compile(rule.QUANTITY)
 RATE = re.compile(rule.PERCENT)
 # A JSON number in exponent form is written out in full only while that stays short.
@@ -149,8 +153,10 @@ def parse_line(raw: object, line: int) -> Line:
                       f"Line {line}: the description must be 1 to {MAX_DESCRIPTION} characters.")
     quantity = _decimal(raw.get("quantity"), QUANTITY, "the quantity must be a number above 0 "
                         "with at most 12 digits before the point and 6 after.", line)
-    unit_price = _decimal(raw.get("unit_price"), AMOUNT, "the unit price must be a number, 0 "
-                          "or more, with at most 12 digits before the point and 6 after.", line)
+    unit_price = _decimal(raw.get("unit_price"), PRICE, "the unit price must be a number"
+                          " (below 0 for a deduction, like -0.25) with at most 12 digits before"
+                          " the point and 6 after.", line)
+    unit_price += 0  # -0 is 0: a price is kept one way
     tax_rate = _decimal(raw.get("tax_rate", "0"), RATE,
                         "the tax rate must be a percent from 0 to 100, like 19 or 7.5.", line)
     discount = raw.get("discount_percent")
@@ -208,12 +214,21 @@ class Totals:
 
 
 def totals(lines: list[Line], currency: str) -> Totals:
-    """The totals of lines given as input, which must stay below MAX_TOTAL."""
+    """The totals of lines given as input, which must stay below MAX_TOTAL and not go below 0:
+    deductions (a deposit returned, a discount) come off what the invoice bills."""
     found = add_up(lines, currency)
     if found.total >= MAX_TOTAL:
         raise Refusal("invalid_body", "The total must stay below 1,000,000,000,000,000; "
                                       "split the amounts over several invoices.")
+    if found.total < 0:
+        raise Refusal("invalid_body", below_zero(found.total, currency))
     return found
+
+
+def below_zero(total: Decimal, currency: str) -> str:
+    return (f"The lines come to a total of {currency} {text(total, currency)}, below 0, and an"
+            " invoice's total cannot be: its deductions may only take off what its other lines"
+            " bill. To give money back, make a credit note for the invoice it was paid on.")
 
 
 def add_up(lines: list[Line], currency: str) -> Totals:

@@ -5,7 +5,7 @@ fence and write, are in `purposes.py`."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from studio import lines
@@ -15,7 +15,8 @@ Row = Any
 # What a receipt may be: the attachment types the store accepts, judged by their bytes.
 RECEIPT_TYPES = ("application/pdf", "image/png", "image/jpeg", "image/webp", "image/heic")
 # A line of a reading, by the one rule a draft's lines keep (`studio.lines`); null where unread.
-AMOUNT = {"type": ["string", "null"], "pattern": f"^{lines.AMOUNT}$"}
+# Its amounts are signed: a deposit returned or a discount is a line at a price below 0.
+AMOUNT = {"type": ["string", "null"], "pattern": f"^{lines.PRICE}$"}
 QUANTITY = {"type": ["string", "null"], "pattern": f"^{lines.QUANTITY}$"}
 PERCENT = {"type": ["string", "null"], "pattern": f"^{lines.PERCENT}$"}
 DESCRIPTION = {"type": ["string", "null"], "maxLength": lines.MAX_DESCRIPTION,
@@ -38,6 +39,9 @@ class Purpose:
     summary: Callable[[dict[str, Any], Invoice], str]
     # What the schema cannot say: raises when the proposal still cannot be used.
     check: Callable[[dict[str, Any]], None] = lambda proposal: None
+    # What the studio works out from a fitting proposal itself, by name (a reading's `check`):
+    # a writer's own word for it is never taken, and the proposal is kept with these.
+    worked_out: dict[str, Callable[[dict[str, Any]], Any]] = field(default_factory=dict)
     lease_seconds: float = 90.0
     reads_receipts: bool = False
 

@@ -5,7 +5,9 @@ the state that fences it: what apply must still find, or it writes nothing.
 - summarize_invoice: any invoice; apply writes its summary; no fence.
 - read_receipt: a draft with a receipt attached; apply appends the lines read; fenced by the
   draft's revision when the lease was made (409 draft_changed). Its lines keep the one rule a
-  draft's lines keep (`studio.lines`); a reading without a currency is in the draft's.
+  draft's lines keep (`studio.lines`), a deposit returned or a discount at a price below 0; a
+  reading without a currency is in the draft's. Its `check` says whether its lines come to
+  its total, worked out here whatever the writer said.
 - draft_reminder: an issued invoice with money left to pay; apply saves its reminder, never
   sends it; fenced by its payments and credit notes (409 invoice_changed).
 
@@ -42,8 +44,12 @@ from studio.store.transactions import clock
 
 
 def checked(purpose: Purpose, proposal: object) -> dict[str, Any]:
-    """The proposal if it fits the purpose's schema and what the schema cannot say;
-    `invalid_proposal` otherwise, so it never becomes a suggestion to use."""
+    """The proposal if it fits the purpose's schema and what the schema cannot say, with what
+    the studio works out of it itself; `invalid_proposal` otherwise, so it never becomes a
+    suggestion to use."""
+    if isinstance(proposal, dict):  # a writer's word for what is worked out here is not taken
+        proposal = {key: value for key, value in proposal.items()
+                    if key not in purpose.worked_out}
     error = jsonschema.exceptions.best_match(_validator(purpose.name).iter_errors(proposal))
     if error is not None:
         raise Refusal("invalid_proposal", f"The suggestion does not fit: {error.message}"[:300])
@@ -53,7 +59,7 @@ def checked(purpose: Purpose, proposal: object) -> dict[str, Any]:
     except Refusal as refused:
         message = f"The suggestion does not fit: {refused.message}"
         raise Refusal("invalid_proposal", message[:300]) from None
-    return proposal
+    return {**proposal, **{name: work(proposal) for name, work in purpose.worked_out.items()}}
 
 
 @functools.cache
@@ -163,11 +169,52 @@ def _with_reading(currency: str, kept: list[Any], proposal: dict[str, Any]
                       f" the {lines.MAX_LINES} a draft holds, so they cannot be added to it."
                       " Read the receipt into a new draft instead.")
     items = money.parse_lines([*kept, *added])
-    if money.add_up(items, currency).total >= money.MAX_TOTAL:
+    total = money.add_up(items, currency).total
+    if total >= money.MAX_TOTAL:
         raise Refusal("invalid_proposal", "With the receipt's lines this draft would total"
                       " 1,000,000,000,000,000 or more, more than an invoice may; check the"
                       " amounts read.")
+    if total < 0:
+        raise Refusal("invalid_proposal", "With the receipt's lines this draft would total"
+                      f" {currency} {money.text(total, currency)}, below 0, which no invoice"
+                      " may: its deductions come to more than it bills. Check the amounts read;"
+                      " to give money back, make a credit note.")
     return items
+
+
+# The minor units of a reading that names no currency: ISO 4217's "no currency" has two, as
+# most tills print.
+NO_CURRENCY = "XXX"
+
+
+def reading_check(proposal: dict[str, Any]) -> dict[str, Any]:
+    """Whether the lines a reading would add, taxed as the draft taxes them (each line's net
+    and tax rounded, then summed), come to its total: `{lines_total, total, agrees}`. Worked
+    out here, never taken from the writer, so a reading that says it agrees never mixes
+    prices before and after tax."""
+    currency = proposal["currency"] or NO_CURRENCY
+    added = [money.parse_line(line, number)
+             for number, line in enumerate(reading_lines(proposal), start=1)]
+    lines_total = money.add_up(added, currency).total if added else None
+    total = proposal["total"]
+    return {"lines_total": None if lines_total is None else money.text(lines_total, currency),
+            "total": total,
+            "agrees": lines_total is not None and total is not None
+            and lines_total == Decimal(total)}
+
+
+def check_words(check: dict[str, Any], currency: str) -> str:
+    """What a reading's check says, in a person's words; nothing when no line was read (why
+    it cannot be used says so)."""
+    if check["agrees"]:
+        return "The lines come to the receipt's total."
+    if check["lines_total"] is None:
+        return ""
+    if check["total"] is None:
+        return "The receipt's total could not be read: check the lines before you use them."
+    return (f"The lines come to {currency} {money.text(Decimal(check['lines_total']), currency)},"
+            f" the receipt says {currency} {money.text(Decimal(check['total']), currency)}:"
+            " check them before you use them.")
 
 
 def _append_lines(db: Any, actor_id: str, row: Row, proposal: dict[str, Any],
@@ -198,9 +245,9 @@ def _append_lines(db: Any, actor_id: str, row: Row, proposal: dict[str, Any],
 
 
 def _reading_summary(proposal: dict[str, Any], invoice: Invoice) -> str:
-    """What apply would add to the draft, as the draft totals it, and anything that keeps
-    the reading from being used as it is: its lines not coming to its total, no currency, or
-    why apply would refuse it."""
+    """What apply would add to the draft, as the draft totals it, whether its lines come to
+    its total (its `check`), and anything that keeps the reading from being used as it is:
+    no currency, or why apply would refuse it."""
     currency = invoice["currency"]
     added = reading_lines(proposal)
     said = f"{len(added)} line{'s' if len(added) != 1 else ''} from" \
@@ -212,13 +259,10 @@ def _reading_summary(proposal: dict[str, Any], invoice: Invoice) -> str:
         said += f", {currency} {gross}"
         if sums.tax:
             said += f" ({currency} {money.text(sums.net, currency)} before tax)"
-        said += "."
-        if proposal["total"] is not None and sums.total != Decimal(proposal["total"]):
-            said += (f" The lines come to {currency} {gross}, the receipt says"
-                     f" {proposal['currency'] or currency} {proposal['total']}: check them"
-                     " before you use them.")
-    else:
-        said += "."
+    said += "."
+    words = check_words(proposal["check"], proposal["currency"] or currency)
+    if words:
+        said += f" {words}"
     if not proposal["currency"]:
         said += f" The receipt names no currency: its amounts are taken as {currency}, the" \
                 " draft's."
@@ -308,7 +352,8 @@ PURPOSES: dict[str, Purpose] = {
             "total": AMOUNT,
         }),
         prompt=receipt_prompt, refuse=_a_draft_with_a_receipt, fence=_revision,
-        write=_append_lines, summary=_reading_summary, check=_lines_fit, reads_receipts=True,
+        write=_append_lines, summary=_reading_summary, check=_lines_fit,
+        worked_out={"check": reading_check}, reads_receipts=True,
     ),
     "draft_reminder": Purpose(
         name="draft_reminder", label="Write a reminder", verb="Write a reminder for",

@@ -163,17 +163,18 @@ async def test_no_reminder_for_a_paid_invoice_or_a_customer_left_out(
         assert left_out  # issued, unpaid, and still not reminded
 
 
-async def test_switched_on_late_an_invoice_gets_its_latest_step_only(
+async def test_steps_already_due_when_switched_on_go_out_once_each(
         settings: Settings, smtp: MailServer) -> None:
     async with running(mail_settings(settings, smtp, embedded_worker=False)) as studio:
         client = await studio.signed_in()
         invoice_id = await issued(client, await customer(client, "ap@northwind.test"))
         await client.put("/settings/reminders", json={"enabled": True, "steps": STEPS})
-        assert await look_at(studio, 10) == 1
-        assert [send["step"] for send in step_sends(studio)] == [7]
-        assert "10 days late" in step_sends(studio)[0]["subject"]
-        assert await look_at(studio, 0) == 0  # an earlier step never follows a later one
-        assert invoice_id
+        assert await look_at(studio, 10) == 2
+        assert [send["step"] for send in step_sends(studio)] == [0, 7]
+        assert "10 days late" in step_sends(studio)[1]["subject"]
+        assert await look_at(studio, 10) == 0
+        assert await look_at(studio, 30) == 0
+        assert {send["invoice_id"] for send in step_sends(studio)} == {invoice_id}
 
 
 async def test_two_hosts_looking_at_once_queue_each_step_once(

@@ -3,10 +3,9 @@ each in the account's own words, queued through the outbox at most once per invo
 
 Each step's send names its step, and the database keeps one send per invoice and step
 (`sends_one_per_step`), so a restart, a second host or a look repeated sends nothing again.
-An invoice gets the latest step due for it, once; a step passed over for a later one (the
-reminders were switched on late) is not sent after it. Nothing goes to a customer left out
-(`reminders: false`), nor to an invoice with nothing left to pay: not when queued, and not
-when it would leave (`outbox.reminder_not_due`).
+Steps already due when reminders are switched on go out then, each once. Nothing goes to a
+customer left out (`reminders: false`), nor to an invoice with nothing left to pay: not when
+queued, and not when it would leave (`outbox.reminder_not_due`).
 """
 
 from __future__ import annotations
@@ -162,9 +161,9 @@ def fill(text: str, values: dict[str, str]) -> str:
 def queue_due(db: sqlite3.Connection, actor_id: str, mail_from: str, base_url: str,
               share_days: float, now: float | None = None) -> int:
     """Queue the account's due reminder steps, at most AT_ONCE in this transaction: for each
-    issued invoice with something left to pay, to a customer not left out, the latest step
-    due whose send (or a later step's) it does not have yet. Marks the account looked at
-    (today, and now) once none is left. Returns how many were queued."""
+    issued invoice with something left to pay, to a customer not left out, each step due
+    that it was not sent yet. Marks the account looked at (today, and now) once none is
+    left. Returns how many were queued."""
     hold(db, account_lock(actor_id))
     now = clock(now)
     today = balances.today(now)
@@ -183,10 +182,10 @@ def queue_due(db: sqlite3.Connection, actor_id: str, mail_from: str, base_url: s
                 " AND invoices.kind = 'invoice' AND COALESCE(customers.reminders, 1) = 1"
                 " ORDER BY balances.due_date, invoices.id",
                 (actor_id, earliest.isoformat())).fetchall():
-            if _remind(db, invoice, steps, today, mail_from, base_url, share_days, now):
-                queued += 1
-                if queued >= AT_ONCE:
-                    return queued
+            queued += _remind(db, invoice, steps, today, mail_from, base_url, share_days,
+                              now)
+            if queued >= AT_ONCE:
+                return queued
     db.execute("UPDATE reminder_settings SET looked_on = ?, looked_at = ? WHERE actor_id = ?",
                (today.isoformat(), now, actor_id))
     return queued
@@ -194,30 +193,33 @@ def queue_due(db: sqlite3.Connection, actor_id: str, mail_from: str, base_url: s
 
 def _remind(db: sqlite3.Connection, invoice: Any, steps: list[dict[str, Any]],
             today: dt.date, mail_from: str, base_url: str, share_days: float, now: float
-            ) -> bool:
-    """Queue the invoice's latest due step unless it (or a later one) was queued before."""
+            ) -> int:
+    """Queue each step due for the invoice that it was not sent before, earliest first:
+    how many were queued."""
     due = dt.date.fromisoformat(invoice["due_date"])
-    step = max((step for step in steps if due + dt.timedelta(days=step["days"]) <= today),
-               key=lambda step: step["days"])
-    sent = db.execute("SELECT MAX(step) FROM sends WHERE invoice_id = ? AND step IS NOT NULL",
-                      (invoice["id"],)).fetchone()[0]
-    if sent is not None and sent >= step["days"]:
-        return False
+    sent = {row[0] for row in db.execute(
+        "SELECT step FROM sends WHERE invoice_id = ? AND step IS NOT NULL", (invoice["id"],))}
+    waiting = [step for step in steps
+               if due + dt.timedelta(days=step["days"]) <= today and step["days"] not in sent]
+    if not waiting:
+        return 0
     standing = balances.standing_of(db, invoice, now)
     values = {"number": invoice["number"], "customer": invoice["customer"],
               "amount_due": standing["amount_due"] or invoice["total"],
               "currency": invoice["currency"], "due_date": invoice["due_date"],
               "days_overdue": str(max(0, (today - due).days))}
-    asked = {"to": None, "cc": [], "subject": fill(step["subject"], values),
-             "message": fill(step["message"], values)}
-    try:
-        with savepoint(db):
-            outbox.queue(db, invoice["owner_id"], invoice["id"], "reminder",
-                         f"reminder-step:{invoice['id']}:{step['days']}", asked, mail_from,
-                         base_url, now, share_days, step=step["days"])
-    except Refusal as refused:  # no address on file, say: tried again at the next look
-        reason = refused.message
-        after_commit(lambda: log.info("reminder step %s of invoice %s not queued: %s",
-                                      step["days"], invoice["id"], reason))
-        return False
-    return True
+    queued = 0
+    for step in waiting:
+        asked = {"to": None, "cc": [], "subject": fill(step["subject"], values),
+                 "message": fill(step["message"], values)}
+        try:
+            with savepoint(db):
+                outbox.queue(db, invoice["owner_id"], invoice["id"], "reminder",
+                             f"reminder-step:{invoice['id']}:{step['days']}", asked,
+                             mail_from, base_url, now, share_days, step=step["days"])
+        except Refusal as refused:  # no address on file, say: tried again at the next look
+            after_commit(lambda days=step["days"], reason=refused.message: log.info(
+                "reminder step %s of invoice %s not queued: %s", days, invoice["id"], reason))
+            return queued
+        queued += 1
+    return queued

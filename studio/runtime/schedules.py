@@ -94,9 +94,9 @@ async def keep_the_clock(db: Database, settings: Settings, wake: asyncio.Event,
         except DatabaseUnavailable as error:
             log.warning("the database is unavailable; looking for due periods shortly: %s",
                         error)
-        except sqlite3.IntegrityError:
-            log.info("a period was made by another worker meanwhile; looking again")
-            continue
+        except sqlite3.IntegrityError as error:
+            log.info("what this worker was making was made elsewhere meanwhile (%s); looking"
+                     " again shortly", error)
         except Exception:
             log.exception("making a due period failed; trying again shortly")
         try:

@@ -47,6 +47,7 @@ from bench import (
     payments,
     pg,
     receipts,
+    recurring,
     sending,
     uploads,
 )
@@ -97,6 +98,8 @@ TARGETS: dict[str, tuple[str, float]] = {
     "poll_under_import_ratio": ("<=", 3.0),
     "payment_ratio": ("<=", 1.5),
     "send_queue_ratio": ("<=", 1.5),
+    "recurring_catch_up_ratio": ("<=", 2.0),
+    "recurring_duplicates": ("==", 0),
     "export_mb_100k": ("<=", 20),
     "receipt_s": ("<=", 3.0),
     "receipt_lines_exact": (">=", 0.95),
@@ -135,6 +138,7 @@ FIGURES: dict[str, tuple[str, ...]] = {
     "export": ("export_mb_100k",),
     "facturx": ("facturx_ms",),
     "sending": ("send_queue_ratio", "send_queue_call_ratio"),
+    "recurring": ("recurring_catch_up_ratio", "recurring_duplicates"),
     "receipts": ("receipt_s", "receipt_lines_exact", "poll_under_receipts_ratio",
                  "receipt_rss_mb", "receipt_totals_exact"),
     "pg": ("pg_create_intent_600_ratio", "pg_create_intent_600_submit_ratio",
@@ -854,6 +858,10 @@ def print_table(results: dict[str, Any]) -> None:
     if "payment_ms" in results:
         print(f"a payment recorded: studio {results['payment_ms']:.2f} ms (the whole call"
               f" {results['payment_call_ms']:.2f} ms), raw {results['payment_raw_ms']:.2f} ms")
+    if "recurring_catch_up_s" in results:
+        print(f"a catch-up of {results['recurring_periods']} recurring periods on two workers:"
+              f" {results['recurring_catch_up_s']:.1f} s; the same invoices made and issued"
+              f" as the API does: {results['recurring_api_s']:.1f} s")
     if "send_queue_ms" in results:
         print(f"an email queued: studio {results['send_queue_ms']:.2f} ms, raw"
               f" {results['send_queue_raw_ms']:.2f} ms (binding, share link and outbox row)")
@@ -934,6 +942,8 @@ def steps(size: str) -> dict[str, Callable[[Path], dict[str, Any]]]:
         "export": lambda w: bench_export(w, n(100_000, 100_000, 300)),
         "facturx": lambda w: facturx.bench_facturx(w, n(20, 5, 2)),
         "sending": lambda w: asyncio.run(sending.bench_send_queue(w, n(200, 40, 5))),
+        "recurring": lambda w: asyncio.run(recurring.bench_recurring(w, n(100, 20, 2),
+                                                                     n(10, 5, 2))),
         "receipts": lambda w: bench_receipts(w, seconds, n(None, None, 2)),
         "pg": lambda w: pg.in_cluster(size),
     }

@@ -63,7 +63,8 @@ async def test_a_reading_sends_the_drafts_newest_receipt_only(settings, model_se
                                                          candidates=2))
         assert made.status_code == 201, made.text
         lease = await wait_for_status(client, made.json()["lease_id"], "proposed")
-        assert [c["proposal"] for c in lease["invoices"][0]["candidates"]] == [READING] * 2
+        kept = {**READING, "check": {"lines_total": "1.19", "total": "1.19", "agrees": True}}
+        assert [c["proposal"] for c in lease["invoices"][0]["candidates"]] == [kept] * 2
         assert images_sent(model_server) == [[png(3)], [png(3)]]
         assert scalar(studio.settings.db_path, "SELECT COUNT(*) FROM tasks WHERE lease_id = ?"
                                                " AND status = 'done'", lease["lease_id"]) == 2

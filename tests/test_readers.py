@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from studio.leasing.readers import UnreadableReceipt, parse, parse_amount, read_receipt, tesseract
+from studio.leasing import readers
+from studio.leasing.readers import UnreadableReceipt, parse, parse_amount, tesseract
 from studio.leasing.readers.ocr import pdf_text
+from studio.leasing.readers.processes import Readers
 from tests import backends
 from tests import receipts as R
 
@@ -31,6 +33,28 @@ HELD_OUT_TOTALS = 0.8
 needs_ocr = pytest.mark.skipif(tesseract() is None, reason="the tesseract program is not "
                                "installed (apt-get install tesseract-ocr tesseract-ocr-deu "
                                "tesseract-ocr-fra)")
+
+
+READER: list[Readers] = []
+
+
+@pytest.fixture(autouse=True, scope="module")
+def reader_process() -> Any:
+    """The OCR reads in a reader process of its own, as the studio's does, never in the test
+    process: its engine's memory (up to a gigabyte) would otherwise stay in the test process's
+    peak, which every process it starts later inherits (tests/test_reader_bounds.py measures
+    a reader's)."""
+    yield
+    while READER:
+        READER.pop().stop()
+
+
+def read_receipt(data: bytes, content_type: str, timeout: float = 30.0) -> Any:
+    """readers.read_receipt, in the reader process of these tests."""
+    if not READER:
+        READER.append(Readers(1))
+    return READER[0].call("tests", timeout + 30, readers.read_receipt, data, content_type,
+                          timeout)
 
 
 def plain_letters(text: str | None) -> str:
@@ -225,7 +249,9 @@ def test_a_reading_is_plain_data_with_decimal_strings():
 def test_a_pdf_s_text_layer_is_read_without_ocr(shop, monkeypatch):
     receipt = shop()
     monkeypatch.setattr("studio.leasing.readers.ocr.tesseract", lambda: None)
-    assert_reads(read_receipt(R.pdf(receipt), "application/pdf"), receipt)
+    monkeypatch.setattr("studio.leasing.readers.ocr.rapid_installed", lambda: False)
+    # Read here, where the OCR is taken away: a PDF's text layer needs none.
+    assert_reads(readers.read_receipt(R.pdf(receipt), "application/pdf"), receipt)
 
 
 def test_held_out_pdfs_read_most_lines_exactly():

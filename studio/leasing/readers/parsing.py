@@ -70,24 +70,63 @@ TOTAL_WORDS = {
     "fr": ["total ttc", "net à payer", "net a payer", "montant ttc", "montant dû", "montant du",
            "à payer", "a payer", "à régler", "total"],
     "en": ["amount due", "balance due", "total due", "grand total", "total to pay", "to pay",
-           "total"],
+           "balance to pay", "balance", "total"],
+    "es": ["total a pagar", "importe total", "total factura", "total compra", "a pagar",
+           "importe", "total"],
+    "it": ["totale complessivo", "totale euro", "totale eur", "importo pagato", "totale da pagare",
+           "da pagare", "totale", "importo"],
+    "nl": ["totaal te betalen", "te betalen", "totaalbedrag", "totaal", "bedrag"],
+    "pt": ["total a pagar", "valor a pagar", "valor total", "a pagar", "total"],
 }
-GENERIC_TOTAL_WORDS = {"total", "summe", "gesamt", "betrag", "brutto"}
+GENERIC_TOTAL_WORDS = {"total", "summe", "gesamt", "betrag", "brutto", "importe", "importo",
+                       "balance",
+                       "totale", "totaal", "bedrag"}
+# Total words that also head a column (Descripción  Precio  Importe): alone on a row, no total.
+COLUMN_WORDS = {"importe", "importo", "bedrag", "balance"}
 NET_WORDS = {
     "de": ["zwischensumme", "nettobetrag", "summe netto", "netto", "warenwert"],
     "fr": ["total ht", "sous-total", "sous total", "montant ht"],
     "en": ["subtotal", "sub-total", "sub total", "net total", "total net", "net amount"],
+    "es": ["subtotal", "base imponible", "base imp", "total sin iva"],
+    "it": ["subtotale", "sub totale", "imponibile", "totale imponibile"],
+    "nl": ["subtotaal", "sub-totaal", "excl. btw", "excl btw", "netto bedrag"],
+    "pt": ["subtotal", "sub-total", "base tributável", "base tributavel", "valor líquido"],
 }
 TAX_WORDS = ["mwst", "mw.-st", "mwst.", "ust", "ust.", "umsatzsteuer", "mehrwertsteuer",
-             "steuer", "tva", "vat", "tax"]
+             "steuer", "tva", "vat", "tax", "iva", "btw", "imposta", "cuota"]
 # A line naming a way of paying, change given back, or a tip is never an article.
 PAYMENT_WORDS = [
     "ec-cash", "ec cash", "ec-karte", "girocard", "kartenzahlung", "karte", "bar", "gegeben",
     "geg.", "visa", "mastercard", "maestro", "amex", "bankomat", "kreditkarte", "kontaktlos",
     "carte bancaire", "carte", "cb", "espèces", "especes", "chèque", "cheque", "card", "cash",
     "debit", "credit", "contactless", "paid", "payé", "bezahlt", "rückgeld", "ruckgeld",
-    "zurück", "wechselgeld", "rendu", "monnaie", "change", "trinkgeld", "pourboire", "tip",
+    "zurück", "wechselgeld", "rendu", "monnaie", "change", "trinkgeld", "pourboire",
+    # es / it / nl / pt: cash handed over, change, cards
+    "efectivo", "entregado", "entrega", "cambio", "devolución", "devolucion", "tarjeta",
+    "contante", "contanti", "resto", "pagamento", "bancomat", "carta di credito", "pagato",
+    "contant", "wisselgeld", "terug", "pinnen", "pinbetaling", "betaald",
+    "dinheiro", "troco", "multibanco", "pago", "pagado",
 ]
+# A tip is a payment only where the line is the word and an amount (Tip 2.00, Pourboire: 3,00),
+# never a shop's brand before an article's name (TIP BALKANKAESE 0,79).
+# Words that are also in articles' names (Supp. resto, Cambio olio, Carte cadeau): a payment only
+# where the line does not start as an article does, with its quantity.
+WEAK_PAYMENT_WORDS = {"resto", "cambio", "change", "pago", "carte", "card", "bar", "entrega",
+                      "terug", "credit", "debit"}
+ARTICLE_START = re.compile(r"^\s*\d{1,3}(?:[.,]\d{1,3})?\s*(?:x|×)?\s+[^\W\d_]{2}")
+
+
+def _payment(line: str, lower: str) -> bool:
+    said = [w for w in PAYMENT_WORDS if _has_word(lower, [w])]
+    if not said:
+        return bool(TIP_LINE.match(line))
+    if all(w in WEAK_PAYMENT_WORDS for w in said) and ARTICLE_START.match(line):
+        return False
+    return True
+
+
+TIP_LINE = re.compile(r"^\s*(?:tip|tips|gratuity|service tip)\s*[:.]?\s*(?:€|£|\$|eur|gbp)?\s*"
+                      r"[-−]?\d[\d.,]*\s*(?:€|£|\$|eur|gbp)?\s*$", re.I)
 SKIP_PATTERNS = [
     r"\b(?:ust|mwst|vat|tva)[-. ]?(?:id|nr|no|reg|intracom)",  # VAT numbers
     r"\b(?:DE|AT|FR|GB|IE|BE|NL|LU|IT|ES)\s?\d[\d ]{7,13}\b",
@@ -128,10 +167,11 @@ _CUR = r"(?:€|EUR|£|GBP|CHF|\$|USD)"
 # An amount with two decimals, thousands grouped by dot, comma, apostrophe or space, a currency
 # before or after it. OCR's confusions of digits are undone before (see _digits).
 MONEY = re.compile(
-    r"(?<![\d.,A-WYZa-wyzÄÖÜäöüßÀ-ÿ_])(?<![A-Za-z0-9]-)(?P<pre>" + _CUR + r"\s?)?"
+    r"(?<![\d.,A-WYZa-wyzÄÖÜäöüßÀ-ÿ_])(?<![A-Za-z0-9]-)"
+    r"(?P<negpre>(?<![^\s(])[-−](?=\s?" + _CUR + r"))?(?P<pre>" + _CUR + r"\s?)?"
     r"(?P<neg>(?<![^\s€£$(])[-−])?"
     r"(?P<num>\d{1,3}(?:(?P<sep>[ .,'’])\d{3})(?:(?P=sep)\d{3})*[.,]\d{2}|\d+[.,]\d{2})"
-    r"(?![\d]|[.,]\d)(?:\s?(?P<post>€|EUR|CHF|£))?"
+    r"(?![\d]|[.,]\d)(?P<negpost>[-−](?![\d]))?(?:\s?(?P<post>€|EUR|CHF|£))?"
 )
 RATE = re.compile(r"(?<![\d.,])(\d{1,2}(?:[.,]\d{1,2})?)\s?%")
 QTY = r"(\d{1,5}(?:[.,]\d{1,3})?)"
@@ -242,7 +282,7 @@ def _amounts(line: str) -> list[list[Amount]]:
     found: list[list[Amount]] = []
     for m in MONEY.finditer(line):
         num = m.group("num")
-        sign = -1 if m.group("neg") else 1
+        sign = -1 if m.group("neg") or m.group("negpost") or m.group("negpre") else 1
         ways = [Amount(sign * dec(num), m.start(), m.end())]
         if m.group("sep") == " ":
             head, _, rest = num.partition(" ")
@@ -463,6 +503,8 @@ def _quantity_line(line: str) -> tuple[Decimal, Decimal | None] | None:
     fixed, _ = _digits(line)
     fixed = re.sub(r"^(\s*\d{1,4})[aà&]?([aà@xX×&])(?=\d)", r"\1 \2 ", fixed)  # 3a1,79, 3&1,79
     fixed = re.sub(r"(?<=\d )&(?= ?\d)", "à", fixed)
+    # A litre's l read as 1 between a measured quantity and its price (38,52 1× 1,749).
+    fixed = re.sub(r"(\d[.,]\d{1,3}\s+)1\s?(?=[x×])", r"\1l ", fixed)
     m = re.fullmatch(r"\s*" + QTY + r"\s*(?:stk\.?|st\.?|stück|pcs?\.?|kg)?\s*[x×X\*@]\s*"
                      + _CUR + r"?\s*(\d+[.,]\d{2,3})\s*(?:" + _CUR + r"|/\s*\w+)?\s*", fixed,
                      re.I)
@@ -498,7 +540,8 @@ def _currency(text: str) -> str | None:
         if re.search(r"\bCHE[-. ]?\d{3}", text):
             return "CHF"
         if re.search(r"\b(?:MwSt|USt|TVA|Steuer-?Nr|St\.-?Nr|ATU\d|DE ?\d{3} ?\d{3} ?\d{3}|"
-                     r"FR ?\w{2} ?\d{3})", text, re.I):
+                     r"FR ?\w{2} ?\d{3}|(?:IVA|BTW|P\.? ?IVA|C\.?I\.?F|N\.?I\.?F|NIPC)\b|"
+                     r"(?:Partita|KvK)\b)", text, re.I):
             return "EUR"
         return None
     return max(counts, key=lambda k: counts[k])
@@ -513,8 +556,8 @@ def _dates_in(line: str) -> list[datetime.date]:
     found: list[datetime.date | None] = []
     for m in re.finditer(r"(?<!\d)(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)", line):
         found.append(_make_date(int(m[1]), int(m[2]), int(m[3])))
-    for m in re.finditer(r"(?<![\d.,])(\d{1,2})[./-](\d{1,2})[./-](\d{4}|\d{2})(?![\d]|[.,]\d)",
-                         line):
+    for m in re.finditer(r"(?<![\d,])(?<!\d\.)(\d{1,2})[./-](\d{1,2})(?:[./-]|[.,] )(\d{4}|\d{2})"
+                         r"(?![\d]|[.,]\d)", line):
         year = int(m[3]) + (2000 if len(m[3]) == 2 else 0)
         day, month = int(m[1]), int(m[2])
         if month > 12 >= day:
@@ -535,6 +578,14 @@ def _date(lines: list[str]) -> str | None:
         due = _has_word(line.lower(), DUE_WORDS) is not None
         found += [(n + (1000 if due else 0), date) for date in _dates_in(line)]
     if not found:
+        # A till's compact stamp (20210923 142810), only where no other date is printed.
+        for n, line in enumerate(lines):
+            for m in re.finditer(r"(?<![\d.,])((?:19|20)\d{2})(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])"
+                                 r"(?!\d|[.,]\d)", line):
+                date = _make_date(int(m[1]), int(m[2]), int(m[3]))
+                if date is not None and date <= datetime.date.today():
+                    found.append((n, date))
+    if not found:
         return None
     return min(found, key=lambda item: item[0])[1].isoformat()
 
@@ -553,7 +604,7 @@ def _noise(line: str) -> bool:
 
 
 def _is_skip(line: str, lower: str) -> bool:
-    return bool(_has_word(lower, PAYMENT_WORDS)) or _noise(line)
+    return _payment(line, lower) or _noise(line)
 
 
 def _supplier(lines: list[str]) -> str | None:
@@ -616,6 +667,12 @@ def parse(text: str) -> Reading:
     """The reading of a receipt's text."""
     raw = [CONTROL.sub("", _fold(line)).strip() for line in text.splitlines()[:MAX_TEXT_LINES]]
     lines = [re.sub(r"\s+", " ", line)[:MAX_LINE] for line in raw if line.strip()]
+    # Letter-spaced words (S u m m e, B E Z A H L T) as the words they are.
+    lines = [re.sub(r"(?<!\S)((?:[^\W\d_] ){3,}[^\W\d_])(?!\S)",
+                    lambda m: m[1].replace(" ", ""), line) for line in lines]
+    # A decimal comma OCR parted from its cents (16, 66; 16 ,66).
+    lines = [re.sub(r"(?<![\d.,])(\d{1,4}) ?([.,]) ?(\d{2})(?![\d.,%])(?=\s|$|[A-Z€-])",
+                    lambda m: m[1] + m[2] + m[3] if " " in m[0] else m[0], line) for line in lines]
     codes = _rate_codes(lines)
     named = _rates_named(lines)
 
@@ -644,7 +701,7 @@ def parse(text: str) -> Reading:
             sums.totals.append((total_word[0] + (0.5 if "netto" in lower else 0), amounts[-1]))
             ended = True
             continue
-        if total_word and not amounts and items:
+        if total_word and not amounts and items and total_word[1] not in COLUMN_WORDS:
             # The word alone: OCR split the total's line; the next amount is the total.
             fixed = _integer_tail(line)
             if fixed:
@@ -655,7 +712,7 @@ def parse(text: str) -> Reading:
             sums.taxes.append(amounts[-1])
             ended = True
             continue
-        if _has_word(lower, PAYMENT_WORDS):
+        if _payment(line, lower):
             sums.paid.extend(amounts[-1:])
             if items:
                 ended = True
@@ -763,7 +820,9 @@ def _date_only(line: str) -> bool:
     """A line with a date or a time and no amount (the bill's number and date, the till's
     clock) is no article, whatever number ends it."""
     has_time = re.search(r"(?<!\d)\d{1,2}:\d{2}(?!\d)", line)
-    return bool(has_time or _dates_in(line)) and not MONEY.search(line)
+    # The date's own digits are no amount (23.09, 2021 read as 23.09 and 2021).
+    rest = re.sub(r"(?<!\d)\d{1,2}[./-]\d{1,2}(?:[./-]|[.,] )\d{2,4}(?!\d)", " ", line)
+    return bool(has_time or _dates_in(line)) and not MONEY.search(rest)
 
 
 def _attach_quantities(items: list[ItemLine], qty_lines: list[tuple[int, Decimal,
@@ -778,6 +837,8 @@ def _attach_quantities(items: list[ItemLine], qty_lines: list[tuple[int, Decimal
                 q = quantity
                 if q == 0 and unit:  # à 5.20 under 2x Cappuccino: the quantity is the line's
                     q = c.quantity if c.quantity else Decimal(1)
+                if unit is not None and unit > 0 and c.amount < 0 and times(q, -unit) == c.amount:
+                    unit = -unit
                 if unit is None or times(q, unit) != c.amount:
                     continue
                 score = c.penalty + order * 0.5
@@ -945,4 +1006,4 @@ def parse_amount(text: str) -> Decimal | None:
         value = dec(m.group("num"))
     except InvalidOperation:
         return None
-    return -value if m.group("neg") else value
+    return -value if m.group("neg") or m.group("negpost") or m.group("negpre") else value

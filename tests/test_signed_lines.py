@@ -21,6 +21,7 @@ from lxml import etree
 from studio.billing import facturx
 from studio.errors import Refusal
 from studio.leasing import purposes
+from studio.leasing.readers import parse
 from tests import backends
 from tests.conftest import database_digest, days_ahead, running, scalar
 from tests.receipts import frischmarkt, pdf
@@ -67,6 +68,14 @@ async def new_draft(client: Any, line_items: list[dict[str, str]]) -> Any:
 def test_a_reading_with_a_deposit_returned_fits_and_says_its_lines_come_to_its_total() -> None:
     kept = purposes.checked(READING, SHOP)
     assert kept["lines"] == SHOP["lines"]
+    assert kept["check"] == {"lines_total": "1.93", "total": "1.93", "agrees": True}
+
+
+@pure
+def test_the_readers_deposit_line_keeps_its_sign_and_the_reading_agrees() -> None:
+    reading = parse("Frischmarkt Sommer\nMilch 2,18\nLeergut -0,25\nSumme EUR 1,93\n")
+    kept = purposes.checked(READING, reading)
+    assert [line["unit_price"] for line in kept["lines"]] == ["2.18", "-0.25"]
     assert kept["check"] == {"lines_total": "1.93", "total": "1.93", "agrees": True}
 
 

@@ -217,6 +217,11 @@ async def test_a_draft_whose_total_would_go_below_zero_is_refused_saying_so(stud
     assert edited.status_code == 422 and "EUR -0.32, below 0" in edited.json()["message"]
     kept = (await client.get(f"/invoices/{made.json()['id']}")).json()
     assert (kept["revision"], kept["total"]) == (1, "1.93")
+    # The form says so while the person types.
+    typed = await client.get("/invoices/totals", headers={"HX-Request": "true"}, params=[
+        ("currency", "EUR"), ("description", "Leergut"), ("quantity", "1"),
+        ("unit_price", "-0.25"), ("tax_rate", "0")])
+    assert typed.status_code == 200 and "EUR -0.25, below 0" in html.unescape(typed.text)
 
 
 async def test_a_reading_that_would_take_the_draft_below_zero_says_so_and_adds_nothing(

@@ -104,6 +104,9 @@ TARGETS: dict[str, tuple[str, float]] = {
     "receipt_s": ("<=", 3.0),
     "receipt_lines_exact": (">=", 0.95),
     "poll_under_receipts_ratio": ("<=", 2.0),
+    # On the real receipts of ../shared/receipts (bench/receipts.py), on 2 cores.
+    "receipt_real_s_mean": ("<=", 3.0),
+    "receipt_real_s_max": ("<=", 8.0),
     "pg_export_mb_100k": ("<=", 20),
     # PostgreSQL (bench/pg.py), in a throwaway cluster of the run's own.
     "pg_create_intent_600_ratio": ("<=", 1.5),
@@ -120,7 +123,8 @@ TARGETS: dict[str, tuple[str, float]] = {
 REPORTED = ("upload_ratio", "issue_call_ratio", "create_intent_600_submit_ratio",
             "pg_create_intent_600_submit_ratio", "pg_issue_rps_2hosts", "payment_call_ratio",
             "facturx_ms", "send_queue_call_ratio", "receipt_rss_mb", "receipt_totals_exact",
-            "pg_other_account_write_ms", "pg_issue_rps_1account", "pg_issue_rps_4accounts")
+            "pg_other_account_write_ms", "pg_issue_rps_1account", "pg_issue_rps_4accounts",
+            "receipt_real_totals_exact", "receipt_real_lines_exact", "receipt_real_whole")
 # Which part writes each figure above (and the unthrottled flood's ratio): the smoke in
 # tests/test_bench_smoke.py runs each part and looks for its figures.
 FIGURES: dict[str, tuple[str, ...]] = {
@@ -140,7 +144,9 @@ FIGURES: dict[str, tuple[str, ...]] = {
     "sending": ("send_queue_ratio", "send_queue_call_ratio"),
     "recurring": ("recurring_catch_up_ratio", "recurring_duplicates"),
     "receipts": ("receipt_s", "receipt_lines_exact", "poll_under_receipts_ratio",
-                 "receipt_rss_mb", "receipt_totals_exact"),
+                 "receipt_rss_mb", "receipt_totals_exact", "receipt_real_totals_exact",
+                 "receipt_real_lines_exact", "receipt_real_whole", "receipt_real_s_mean",
+                 "receipt_real_s_max"),
     "pg": ("pg_create_intent_600_ratio", "pg_create_intent_600_submit_ratio",
            "pg_worker_scale_2", "pg_worker_tasks_run_twice", "pg_replay_rps_ratio",
            "pg_poll_rps_ratio", "pg_issue_rps_2hosts", "pg_issue_2hosts_gapless",
@@ -589,7 +595,7 @@ def bench_receipts(work: Path, seconds: float, count: int | None = None) -> dict
     with serving("studio serve", studio_env(work / "receipts.db"), work / "receipts.log",
                  demo=True) as server:
         polled = receipts.bench_poll_under_receipts(server, seconds, count)
-    return {**receipts.bench_reading(count), **polled}
+    return {**receipts.bench_reading(count), **polled, **receipts.bench_real(count)}
 
 
 def bench_import(work: Path, seconds: float, drafts: int = 20_000) -> dict[str, Any]:

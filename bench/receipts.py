@@ -9,22 +9,32 @@ four readings at once do to a poll beside them.
 - `poll_under_receipts_ratio`: poll p50 on a `studio serve --demo` while four receipts are
   read through it (four read_receipt requests), over the same poll idle before and after.
 - `receipt_rss_mb`: the memory the readers add: the peak resident size of a reader process.
+- `receipt_real_*`: the same reader on the real receipts of ../shared/receipts (photos and
+  scans of real tills nobody here made; read from there, never copied into the project),
+  against the `truth.json` beside them: `receipt_real_totals_exact` and `receipt_real_whole`
+  (every line and the total) as shares of the receipts, `receipt_real_lines_exact` of their
+  lines (quantity, and unit price as printed or net of the line's rate to the cent, signs
+  included, each truth line matched once), `receipt_real_s_mean` and `receipt_real_s_max`
+  the seconds a reading takes in the pool, as the worker waits for it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import resource
 import statistics
 import time
 import uuid
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from pathlib import Path
 from typing import Any
 
 from bench import loaded
 from bench.setup import signed_in
 from studio.leasing.providers import local
 from studio.leasing.purposes import PURPOSES
-from studio.leasing.readers import processes
+from studio.leasing.readers import ocr, processes
 from tests import receipts as drawn
 
 
@@ -40,9 +50,7 @@ async def _read_each(photos: list[tuple[drawn.Receipt, bytes]]) -> dict[str, Any
     purpose = PURPOSES["read_receipt"]
     seconds, exact, lines, totals = [], 0, 0, 0
     readers = processes.readers()
-    # The reader processes start once; a reading is what the worker waits for after that.
-    await asyncio.gather(*(readers.run("bench", 60, time.sleep, 0.5)
-                           for _ in range(readers.count)))
+    await _warmed(readers)
     for receipt, photo in photos:
         started = time.perf_counter()
         await writer.complete(purpose, {"receipts": [
@@ -60,6 +68,108 @@ async def _read_each(photos: list[tuple[drawn.Receipt, bytes]]) -> dict[str, Any
     return {"receipt_s": statistics.median(seconds), "receipt_s_max": max(seconds),
             "receipt_lines_exact": exact / lines, "receipt_lines": lines,
             "receipt_totals_exact": totals / len(photos), "receipt_rss_mb": peak}
+
+
+async def _warmed(readers: processes.Readers) -> None:
+    """The reader processes started and their OCR engines made, each once; a reading is what
+    the worker waits for after that."""
+    await asyncio.gather(*(readers.run("bench", 60, _warm) for _ in range(readers.count)))
+
+
+def _warm() -> None:
+    time.sleep(0.5)  # long enough that every reader takes one
+    if ocr.rapid_installed():
+        ocr.warm()
+
+
+# The real receipts: beside the checkout, never in it.
+REAL = Path(__file__).resolve().parent.parent.parent / "shared" / "receipts"
+TYPES = {".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".png": "image/png",
+         ".pdf": "application/pdf"}
+
+
+def _decimal(value: Any) -> Decimal | None:
+    try:
+        return None if value is None else Decimal(str(value))
+    except InvalidOperation:
+        return None
+
+
+def _line_exact(truth: dict[str, Any], read: dict[str, Any]) -> bool:
+    """The quantity as printed, the unit price as printed or net of the line's rate."""
+    quantity, price = _decimal(read.get("quantity")), _decimal(read.get("unit_price"))
+    printed = _decimal(truth["unit_price"])
+    if quantity is None or price is None or printed is None or \
+            quantity != _decimal(truth["quantity"]):
+        return False
+    if price == printed:
+        return True
+    rate = _decimal(read.get("tax_rate"))
+    if not rate:
+        return False
+    net = printed * 100 / (100 + rate)
+    cent = Decimal("0.01")
+    return price == net.quantize(cent, rounding=ROUND_HALF_UP) or \
+        (abs(price - net) <= cent and price == price.quantize(cent))
+
+
+def real_score(truth: dict[str, Any], reading: dict[str, Any] | None
+               ) -> tuple[bool, int, bool]:
+    """(total exact, truth lines read exactly, every line and the total exact)."""
+    reading = reading or {"lines": [], "total": None}
+    left = list(reading["lines"])
+    exact = 0
+    for line in truth["lines"]:
+        match = next((read for read in left if _line_exact(line, read)), None)
+        if match is not None:
+            left.remove(match)
+            exact += 1
+    total = _decimal(reading["total"]) is not None and \
+        _decimal(reading["total"]) == _decimal(truth["total"])
+    return total, exact, total and exact == len(truth["lines"])
+
+
+async def _read_real(count: int | None) -> dict[str, Any]:
+    truths = json.loads((REAL / "truth.json").read_text())[:count]
+    writer = local.LocalProvider()
+    purpose = PURPOSES["read_receipt"]
+    readers = processes.readers()
+    await _warmed(readers)
+    seconds, totals, lines, whole, of = [], 0, 0, 0, 0
+    for truth in truths:
+        path = REAL / truth["file"]
+        receipt = {"content_type": TYPES[path.suffix.lower()], "data": path.read_bytes(),
+                   "filename": path.name}
+        started = time.perf_counter()
+        try:
+            await writer.complete(purpose, {"receipts": [receipt]}, "bench-real",
+                                  candidate=1, timeout=60)
+        except Exception:  # an unreadable receipt is a reading that got nothing right
+            pass
+        seconds.append(time.perf_counter() - started)
+        try:  # the reading as printed, before prices are made net: kept, not read again
+            reading = await local.read_once("bench-real", receipt["data"],
+                                            receipt["content_type"])
+        except local.UnreadableReceipt:
+            reading = None
+        total, exact, right = real_score(truth, reading)
+        totals, lines, whole, of = totals + total, lines + exact, whole + right, \
+            of + len(truth["lines"])
+    local.stop_readers()
+    return {"receipt_real_totals_exact": totals / len(truths),
+            "receipt_real_lines_exact": lines / of if of else 1.0,
+            "receipt_real_whole": whole / len(truths),
+            "receipt_real_s_mean": statistics.fmean(seconds),
+            "receipt_real_s_max": max(seconds), "receipt_real_count": len(truths)}
+
+
+def bench_real(count: int | None = None) -> dict[str, Any]:
+    """The real receipts of ../shared/receipts (the first `count`, all unless given); none
+    when the folder is not beside the checkout."""
+    if not (REAL / "truth.json").is_file():
+        print(f"bench: {REAL} is absent: no receipt_real_* figures")
+        return {}
+    return asyncio.run(_read_real(count))
 
 
 def _peak_rss_mb() -> float:

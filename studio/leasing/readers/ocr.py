@@ -319,7 +319,9 @@ def engine() -> Any:
 
 def warm() -> None:
     """Make this process's engine and load its models, before the first receipt waits on it."""
-    rapid_text(Image.new("RGB", (64, 64), "white"))
+    ocr = engine()
+    for load in (ocr._load_det_model, ocr._load_cls_model, ocr._load_rec_model):
+        load()
 
 
 def rapid_page(image: Image.Image) -> Any:

@@ -17,8 +17,10 @@ from studio.config import Settings
 from studio.mail import reminders
 from studio.runtime import schedules
 from studio.store.db import open_database
+from studio.web.views import reminders as reminders_views
 from tests.conftest import ADA, Running, days_ahead, rows, running, scalar
 from tests.mailserver import Inbox, MailServer
+from tests.test_words_pages import assert_plain
 
 pytestmark = pytest.mark.anyio
 
@@ -86,13 +88,21 @@ async def test_reminder_settings_are_off_by_default_and_refuse_an_unknown_placeh
         client = await studio.signed_in()
         assert (await client.get("/settings/reminders")).json() == {"enabled": False,
                                                                     "steps": []}
+        first = await client.get("/settings/reminders", headers={"Accept": "text/html"})
+        assert "Reminder: invoice {number} is overdue" in first.text  # words to start from
+        assert_plain("reminder settings", first.text)
+        # The words the form starts with are ones the studio takes.
+        suggested = reminders_views.FIRST_STEPS
+        assert (await client.put("/settings/reminders", json={
+            "enabled": False, "steps": suggested})).status_code == 200
         bad = [{**STEPS[0], "message": "Pay {amount} by {due_date}"}]
         reply = await client.put("/settings/reminders", json={"enabled": True, "steps": bad})
         assert reply.status_code == 422 and "{amount}" in reply.json()["message"]
         late = await client.put("/settings/reminders", json={"enabled": True, "steps": [
             {**STEPS[0], "days": 400}]})
         assert late.status_code == 422 and "days" in late.json()["message"]
-        assert scalar(studio.settings.db_path, "SELECT COUNT(*) FROM reminder_settings") == 0
+        kept = (await client.get("/settings/reminders")).json()
+        assert kept == {"enabled": False, "steps": suggested}  # the refused ones changed nothing
         saved = await client.put("/settings/reminders", json={"enabled": True, "steps": STEPS})
         assert saved.status_code == 200 and saved.json()["steps"] == STEPS
         page = await client.get("/settings/reminders", headers={"Accept": "text/html"})

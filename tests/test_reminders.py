@@ -107,6 +107,14 @@ async def test_reminder_settings_are_off_by_default_and_refuse_an_unknown_placeh
         assert saved.status_code == 200 and saved.json()["steps"] == STEPS
         page = await client.get("/settings/reminders", headers={"Accept": "text/html"})
         assert page.status_code == 200 and "Invoice {number} is due today" in page.text
+        form = await client.post("/settings/reminders", headers={"Accept": "text/html"}, data={
+            "enabled": "true", "days_0": "14", "subject_0": "Invoice {number}",
+            "message_0": "Please pay {currency} {amount_due}.", "days_1": "", "subject_1": "",
+            "message_1": ""}, follow_redirects=False)
+        assert form.status_code == 303, form.text
+        assert (await client.get("/settings/reminders")).json() == {"enabled": True, "steps": [
+            {"days": 14, "subject": "Invoice {number}",
+             "message": "Please pay {currency} {amount_due}."}]}
 
 
 async def test_reminders_cannot_be_switched_on_without_a_mail_server(settings: Settings

@@ -7,14 +7,12 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import re
 from decimal import Decimal
 from typing import Any
 
 import pytest
 from PIL import Image, ImageChops, ImageDraw
 
-from studio import lines as rule
 from studio.leasing.providers import local
 from studio.leasing.providers.seam import Unreadable
 from studio.leasing.purposes import PURPOSES
@@ -38,14 +36,6 @@ def lines_of(reading: dict[str, Any]) -> list[tuple[str | None, str | None]]:
     return [(line["quantity"], line["unit_price"]) for line in reading["lines"]]
 
 
-@pytest.fixture
-def signed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The parser's own output, signs included, whatever the line rule takes today."""
-    monkeypatch.setattr(rule, "amount_fits",
-                        lambda text: re.fullmatch(r"-?[0-9]{1,12}(\.[0-9]{1,6})?", text)
-                        is not None)
-
-
 # --- a negative line ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("printed, value", [
@@ -54,7 +44,7 @@ def test_a_minus_before_or_after_an_amount_is_its_sign(printed, value):
     assert parse_amount(printed) == Decimal(value)
 
 
-def test_deposits_returned_and_a_discount_are_negative_lines(signed):
+def test_deposits_returned_and_a_discount_are_negative_lines():
     reading = parse("REWE Markt GmbH\nDomstr. 20, 50668 Koeln\n"
                     "MILCH 3,5%   1,19 A\n"
                     "LEERGUT EINWEG   -2,00 A\n"
@@ -290,7 +280,9 @@ def test_the_real_receipts_totals_are_read_exactly():
     for receipt in receipts:
         path = REAL / receipt["file"]
         try:
-            reading = read_receipt(path.read_bytes(), TYPES[path.suffix])
+            # Exactness is asked here, not time (the benchmark's): a loaded machine may not
+            # hurry a reading.
+            reading = read_receipt(path.read_bytes(), TYPES[path.suffix], 120.0)
         except UnreadableReceipt as error:
             wrong.append(f"{path.name}: {error}")
             continue

@@ -20,7 +20,7 @@ from studio.runtime.worker import Claimed, Worker, keep_claims
 from studio.store.db import open_database
 from studio.store.dialect import account_lock, hold
 from tests import backends
-from tests.conftest import ADA, days_ahead, execute, lease_body, rows, running, scalar
+from tests.conftest import ADA, BEN, days_ahead, execute, lease_body, rows, running, scalar
 
 pytestmark = pytest.mark.anyio
 
@@ -189,3 +189,47 @@ async def test_an_unreadable_invoice_fails_its_task_and_settles_the_lease(settin
         "failed"
     assert scalar(settings.db_path, "SELECT COUNT(*) FROM lease_events WHERE lease_id = ?"
                   " AND kind = 'provider_error'", lease_id) == 1
+
+
+@backends.postgres_only
+async def test_one_actors_tasks_waiting_on_a_paused_host_leave_a_slot_for_another_account(
+        settings):
+    """A host paused while it saves one of Ada's proposals holds her lease's row; every task of
+    hers this worker runs then waits for it to save. They never fill the worker's last slot,
+    so Ben's task, asked for meanwhile, is run and proposed at once."""
+    async with running(quiet(settings).with_changes(worker_slots=2)) as studio:
+        ada = await studio.signed_in()
+        made = await ada.post("/leases", json=lease_body(studio.invoice_ids()[:3]))
+        assert made.status_code == 201, made.text
+        ada_lease = made.json()["lease_id"]
+        ben = await studio.signed_in(BEN)
+        worker = worker_of(studio)
+        working: asyncio.Task[None] | None = None
+        try:
+            with rows_held(settings.db_path, "SELECT id FROM leases WHERE id = ? FOR UPDATE",
+                           ada_lease):
+                working = asyncio.create_task(worker.run_tasks())
+                deadline = time.monotonic() + 5
+                while scalar(settings.db_path, "SELECT COUNT(*) FROM tasks"
+                             " WHERE status = 'running'") == 0:
+                    assert time.monotonic() < deadline, "no task of Ada's was claimed"
+                    await asyncio.sleep(0.05)
+                await asyncio.sleep(0.5)  # time for a second claim of hers, if one were made
+                asked = await ben.post("/leases", json=lease_body(studio.invoice_ids(BEN)[:1]))
+                assert asked.status_code == 201, asked.text
+                ben_lease = asked.json()["lease_id"]
+                worker.wake.set()
+                started = time.monotonic()
+                while scalar(settings.db_path, "SELECT status FROM leases WHERE id = ?",
+                             ben_lease) != "proposed":
+                    assert time.monotonic() - started < 3, \
+                        "Ben's task waited for the paused host's lock on Ada's lease"
+                    await asyncio.sleep(0.05)
+                # Ada's tasks still wait for the paused host: nothing of hers was saved.
+                assert scalar(settings.db_path, "SELECT COUNT(*) FROM proposals"
+                              " WHERE lease_id = ?", ada_lease) == 0
+        finally:
+            # Ada's saves go on once the lock is let go; then the worker stops.
+            if working is not None:
+                working.cancel()
+                await asyncio.gather(working, return_exceptions=True)

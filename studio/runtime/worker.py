@@ -83,6 +83,7 @@ class Claimed:
 def claim_task(
     db: sqlite3.Connection, claim: str, claim_seconds: float, now: float | None = None,
     providers: list[str] | None = None, take_over: bool = True,
+    passing_over: list[str] | None = None,
 ) -> Claimed | None:
     """Take a waiting task of an open lease, or (with `take_over`) one whose claim timed out
     (invariant 5). The lease must be open with its deadline ahead: the generation-time check.
@@ -90,6 +91,8 @@ def claim_task(
     Actors take turns: the actor whose last claim is oldest goes next, with their most urgent
     task (deadline, then position), so one actor's big batch cannot hold back another's task.
     A worker only takes tasks for `providers` it has, so it never robs one that can run them.
+    It passes over the actors in `passing_over` (when it fills its last free slot:
+    `Worker._passing_over`).
 
     The claim is right on row locks alone: a pending task is changed by nothing but claims,
     and the row lock and the status checked again keep two claims apart. A timed-out claim is
@@ -104,7 +107,8 @@ def claim_task(
                        else "'pending'")
     still_waiting = ("status = 'pending' OR (status = 'running' AND claim_expires_at <= :now)"
                      if take_over else "status = 'pending'")
-    args = {"claim": claim, "expires": now + claim_seconds, "now": now, "known": known}
+    args = {"claim": claim, "expires": now + claim_seconds, "now": now, "known": known,
+            "passing": None if not passing_over else json.dumps(passing_over)}
     # Turns are read without a lock; an actor whose every waiting task another claim holds
     # (a host paused inside it, say) is passed over for the next, never waited for.
     turns = db.execute(
@@ -112,6 +116,8 @@ def claim_task(
         SELECT leases.actor_id FROM leases LEFT JOIN actor_turns
             ON actor_turns.actor_id = leases.actor_id
          WHERE leases.status = 'open' AND leases.deadline_at > :now
+           AND (CAST(:passing AS TEXT) IS NULL
+                OR leases.actor_id NOT IN (SELECT value FROM json_each(:passing)))
            AND EXISTS (SELECT 1 FROM tasks {sql.tasks_waiting}
                         WHERE tasks.lease_id = leases.id AND {waiting})
          GROUP BY leases.actor_id, actor_turns.turn
@@ -294,6 +300,7 @@ class Worker:
         self._busy = False  # the last claim found a task: the next claims without a look first
         self._store: Store | None = None  # where receipts' bytes are, once a task needs them
         self._running: set[asyncio.Task[None]] = set()
+        self._actors: dict[str, int] = {}  # the tasks running here, by actor
         # Sends are delivered beside the tasks when the studio has a mail server.
         self.delivery = Delivery(db, settings, self.name) if settings.smtp_url else None
         # Due periods of recurring invoices are made beside the tasks, by every worker.
@@ -319,8 +326,8 @@ class Worker:
         keeper = asyncio.create_task(self._keep_claims_alive())
         slots = asyncio.Semaphore(self.settings.worker_slots)
         try:
-            await claim_and_run(lambda: self.claim(), self._run_and_release, slots, self._running,
-                                self.wake, "a task")
+            await claim_and_run(self._claim_for_a_slot, self._run_and_release, slots,
+                                self._running, self.wake, "a task")
         finally:
             held = list(self._held)
             keeper.cancel()
@@ -330,7 +337,7 @@ class Worker:
             if held:
                 await self.db.write(release_claims, held)
 
-    async def claim(self) -> Claimed | None:
+    async def claim(self, passing_over: list[str] | None = None) -> Claimed | None:
         claim = f"{self.name}:{uuid.uuid4().hex}"
         # Held before the write: if this worker stops while the claim commits, it is released.
         self._held.add(claim)
@@ -344,12 +351,14 @@ class Worker:
             task = None
             if waiting:
                 task = await self.db.write(
-                    claim_task, claim, seconds, providers=self._can_run, take_over=False)
+                    claim_task, claim, seconds, providers=self._can_run, take_over=False,
+                    passing_over=passing_over)
             if task is None and self._busy:
                 self._busy = False
                 waiting, timed_out = await self.db.read(what_to_claim, self._can_run)
             if task is None and timed_out:
-                task = await self.db.write(claim_task, claim, seconds, providers=self._can_run)
+                task = await self.db.write(claim_task, claim, seconds, providers=self._can_run,
+                                           passing_over=passing_over)
             self._busy = task is not None
         except Exception:
             # The transaction rolled back: no task carries this claim, so nothing to keep alive.
@@ -357,7 +366,8 @@ class Worker:
             raise
         if task is None:
             self._held.discard(claim)
-        elif task.unreadable:
+            return None
+        if task.unreadable:
             # An unreadable invoice fails its own task instead of blocking the queue forever.
             try:
                 await self.db.write(leases.fail_task, task.task_id, claim, task.unreadable,
@@ -367,6 +377,23 @@ class Worker:
             return None
         return task
 
+    async def _claim_for_a_slot(self) -> Claimed | None:
+        task = await self.claim(self._passing_over())
+        if task is not None:
+            self._actors[task.actor_id] = self._actors.get(task.actor_id, 0) + 1
+        return task
+
+    def _passing_over(self) -> list[str] | None:
+        """The actors this worker already runs a task of, when the slot being filled is its
+        last free one: that slot goes to another actor or stays free. One actor's tasks then
+        never fill every slot, so a host paused inside one of that actor's writes (holding
+        their lease's row, which each of those tasks waits for to save) cannot stop another
+        account's task from running here."""
+        running = sum(self._actors.values())
+        if self.settings.worker_slots < 2 or running < self.settings.worker_slots - 1:
+            return None
+        return sorted(self._actors) or None
+
     async def _run_and_release(self, task: Claimed, slots: asyncio.Semaphore) -> None:
         try:
             await self.execute(task)
@@ -374,6 +401,11 @@ class Worker:
             log.exception("task %s stopped unexpectedly; its claim will time out", task.task_id)
         finally:
             self._held.discard(task.claim)
+            left = self._actors.get(task.actor_id, 0) - 1
+            if left > 0:
+                self._actors[task.actor_id] = left
+            else:
+                self._actors.pop(task.actor_id, None)
             slots.release()
 
     async def execute(self, task: Claimed) -> None:

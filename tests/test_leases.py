@@ -313,6 +313,11 @@ async def test_a_lease_whose_every_task_fails_ends_failed(settings):
         lease = await wait_for_status(client, made.json()["lease_id"], "failed")
         assert lease["progress"] == {"total": 1, "done": 0, "failed": 1}
         assert "provider down" in scalar(settings.db_path, "SELECT error FROM tasks")
+        # The page says why in words, the provider's own error being left to the log.
+        assert lease["failures"] == [
+            "The writer did not answer with a suggestion; asking again may work."]
+        page = await client.get(f"/leases/{lease['lease_id']}", headers={"Accept": "text/html"})
+        assert "<html" in page.text and "did not answer with a suggestion" in page.text
         refused = await client.post(f"/leases/{lease['lease_id']}/apply")
         assert refused.status_code == 409 and refused.json()["detail"] == "lease_failed"
 

@@ -294,6 +294,8 @@ async def test_a_remote_model_gets_the_schema_and_the_receipt_and_a_misfit_answe
         assert failed["invoices"][0]["candidates"] == []
         assert scalar(db, "SELECT error FROM tasks WHERE lease_id = ?",
                       failed["lease_id"]).startswith("invalid_proposal")
+        assert [why.startswith("The suggestion did not fit what this request asks for: ")
+                for why in failed["failures"]] == [True]
         assert scalar(db, "SELECT COUNT(*) FROM proposals") == 0
         assert len(lines_of(db, invoice_id)) == 1
 

@@ -472,12 +472,10 @@ def view(db: sqlite3.Connection, lease_id: str, actor_id: str) -> dict[str, Any]
             "applied": row["applied_at"] is not None,
         })
     options = json.loads(lease["options"])
-    # Why its tasks failed, each reason a person can read once ("The receipt could not be
-    # read: the PDF is locked with a password."); a type or code before a colon is not one.
-    failures = [row[0] for row in db.execute(
+    # Why its tasks failed, each reason once, in words a person can read.
+    failures = sorted({failure_words(row[0]) for row in db.execute(
         "SELECT DISTINCT error FROM tasks WHERE lease_id = ? AND status = 'failed'"
-        " AND error IS NOT NULL ORDER BY error", (lease_id,))
-        if row[0][:1].isupper() and " " in row[0].split(":", 1)[0]][:3]
+        " AND error IS NOT NULL", (lease_id,))})[:3]
     return {
         "lease_id": lease["id"],
         "status": lease["status"],
@@ -491,6 +489,21 @@ def view(db: sqlite3.Connection, lease_id: str, actor_id: str) -> dict[str, Any]
         "failures": failures,
         "invoices": list(invoices.values()),
     }
+
+
+def failure_words(error: str) -> str:
+    """A failed task's reason as the request's page says it. A reading's own reason is a
+    sentence already ("The receipt could not be read: the PDF is locked with a password.");
+    an answer that did not fit is said with what did not fit; anything else (a model server's
+    error, a timeout) as the writer not answering, its detail left to the log."""
+    code, _, detail = error.partition(": ")
+    if code == "invalid_proposal":
+        return f"The suggestion did not fit what this request asks for: {detail}"
+    if error[:1].isupper() and " " in code:
+        return error
+    if code == "TimeoutError":
+        return "The writer did not answer in time."
+    return "The writer did not answer with a suggestion; asking again may work."
 
 
 async def read_lease(db: Database, actor: Actor, lease_id: str) -> dict[str, Any]:

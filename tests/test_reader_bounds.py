@@ -302,6 +302,26 @@ async def test_a_second_actors_reading_is_not_stuck_behind_the_first_actors_heav
 
 
 @no_database
+async def test_the_last_free_reader_is_kept_for_another_account():
+    """Ada's heavy readings (a minute each) never take both readers: Ben's, asked for after
+    them, starts at once on the one kept free instead of waiting for one of hers to end."""
+    readers = Readers(2)
+    adas = [asyncio.ensure_future(readers.run("ada", 120, time.sleep, 60)) for _ in range(3)]
+    try:
+        await asyncio.sleep(1.0)
+        started = time.monotonic()
+        async with asyncio.timeout(30):
+            assert await readers.run("ben", 30, pow, 2, 10) == 1024
+        assert time.monotonic() - started < 20
+        assert not any(job.done() for job in adas)  # Ada's are still reading
+    finally:
+        for job in adas:
+            job.cancel()
+        await asyncio.gather(*adas, return_exceptions=True)
+        await asyncio.to_thread(readers.stop)
+
+
+@no_database
 async def test_shutdown_does_not_wait_for_a_running_reading():
     readers = Readers(1)
     running = asyncio.ensure_future(readers.run("ada", 60, time.sleep, 60))

@@ -12,8 +12,8 @@ between actors, each reading with a time limit that kills it.
   replaced; the reading it held is tried once more on a fresh one, then refused. One file
   never stops reading for anyone else.
 - Actors take turns: a free reader goes to the actor whose last reading began longest ago,
-  as task claims do, so one account's heavy files cannot hold every reader while another's
-  ordinary photo waits.
+  as task claims do, and the last free reader never to an actor already reading, so one
+  account's heavy files cannot hold every reader while another's ordinary photo waits.
 - A reading asked for again while it runs (the same `key`: several candidates of one task)
   is waited for once, not run again.
 """
@@ -189,7 +189,7 @@ class Readers:
                                           name=f"studio-reader-{len(self._threads) + 1}")
                 self._threads.append(thread)
                 thread.start()
-            self._lock.notify()
+            self._lock.notify_all()
             return job
 
     def _leave(self, job: Job) -> None:
@@ -217,12 +217,14 @@ class Readers:
 
     def _next(self) -> Job | None:
         """The next job, of the actor whose last reading began longest ago (lock held)."""
-        while not self._waiting and not self._stopping:
+        while not self._stopping:
+            ready = self._ready()
+            if ready:
+                break
             self._lock.wait()
-        if self._stopping:
+        else:
             return None
-        actor = min(self._waiting, key=lambda a: (self._began.get(a, 0),
-                                                  self._waiting[a][0].order))
+        actor = min(ready, key=lambda a: (self._began.get(a, 0), self._waiting[a][0].order))
         queue = self._waiting[actor]
         job = queue.popleft()
         if not queue:
@@ -230,6 +232,16 @@ class Readers:
         self._began[actor] = next(self._turns)
         self._running.add(job)
         return job
+
+    def _ready(self) -> list[str]:
+        """The actors whose job may take a free reader (lock held). The last free reader never
+        goes to an actor already reading: one account's heavy files then never hold every
+        reader, and another account's photo starts at once instead of waiting for one of
+        them to end (up to a reading's whole time)."""
+        if self.count >= 2 and len(self._running) >= self.count - 1:
+            reading = {job.actor for job in self._running}
+            return [actor for actor in self._waiting if actor not in reading]
+        return list(self._waiting)
 
     def _work(self) -> None:
         reader: Reader | None = None
@@ -248,6 +260,7 @@ class Readers:
                         if job.actor not in self._waiting and not any(
                                 other.actor == job.actor for other in self._running):
                             self._began.pop(job.actor, None)
+                        self._lock.notify_all()  # a job kept for a freer reader may start
         finally:
             if reader is not None:
                 self._drop(reader)

@@ -41,10 +41,11 @@ MAX_PIXELS = 60_000_000
 MOST_MADE_PIXELS = 16_000_000
 # RapidOCR reads a page at most this long on its longer side (its own default)...
 RAPID_SIDE = 2000
-# ...and its detector sees at most about this many pixels (its memory grows with them: some
-# 300 bytes a pixel, so about 1.2 GB at most); a long, thin page is seen smaller.
-DETECTOR_PIXELS = 4_000_000
+# ...and its detector sees the page at least this large on its shorter side, and at most this
+# large on its longer one: its time and memory grow with the pixels (some 300 bytes each), and
+# a larger view finds no more text.
 DETECTOR_SIDE = 736
+DETECTOR_LONGEST = 1600
 # A text the recogniser is less sure of than this is noise (a crease, the back's print).
 TEXT_SCORE = 0.5
 
@@ -387,16 +388,20 @@ def standing(boxes: Any) -> bool:
 
 def detected(array: Any) -> tuple[list[Any], list[Any]]:
     """The text boxes of a page and their crops, none on a page without text. The detector
-    enlarges a page to at least DETECTOR_SIDE on its shorter side; a long, thin page is
-    enlarged less, so that the detector never sees more than DETECTOR_PIXELS."""
+    sees the page at least DETECTOR_SIDE on its shorter side and at most DETECTOR_LONGEST on
+    its longer one, the longer side winning (a long, thin page is seen smaller); the crops
+    are cut from the page itself."""
     from rapidocr.main import RapidOCRError
 
     ocr = engine()
     image, record = ocr.preprocess_img(array)
     short, long = sorted(image.shape[:2])
     detector = ocr._load_det_model()
-    detector.limit_side_len = max(32, min(DETECTOR_SIDE,
-                                          int(math.sqrt(DETECTOR_PIXELS * short / long))))
+    scale = min(max(1.0, DETECTOR_SIDE / short), DETECTOR_LONGEST / long)
+    if scale > 1.0:  # enlarged: its shorter side is said
+        detector.limit_type, detector.limit_side_len = "min", max(32, int(short * scale))
+    else:  # made smaller, or as it is: its longer side
+        detector.limit_type, detector.limit_side_len = "max", max(32, int(long * scale))
     try:
         crops, found = ocr.detect_and_crop(image, record)
     except RapidOCRError:  # its word for "no text on this page"

@@ -41,6 +41,9 @@ MAX_PIXELS = 60_000_000
 MOST_MADE_PIXELS = 16_000_000
 # RapidOCR reads a page at most this long on its longer side (its own default)...
 RAPID_SIDE = 2000
+# A page narrower than this once its longer side is RAPID_SIDE (a ratio of 1 to 60) holds no
+# row of text a person could read: too long and thin to be a receipt.
+RAPID_NARROWEST = 32
 # ...and its detector sees the page at least this large on its shorter side, and at most this
 # large on its longer one: its time and memory grow with the pixels (some 300 bytes each), and
 # a larger view finds no more text.
@@ -256,7 +259,13 @@ def skew(image: Image.Image) -> float:
 def image_text(image: Image.Image, timeout: float = 30.0) -> str:
     """One page's text: RapidOCR's reading, or Tesseract's where rapidocr is not installed."""
     if rapid_installed():
-        return rapid_text(image, time.monotonic() + timeout)
+        try:
+            return rapid_text(image, time.monotonic() + timeout)
+        except UnreadableReceipt:
+            raise
+        except Exception as error:  # the engine refuses this page, and would again
+            raise UnreadableReceipt(f"the OCR could not read it ({type(error).__name__})"
+                                    ) from error
     return tesseract_text(image, timeout)
 
 
@@ -332,6 +341,9 @@ def rapid_page(image: Image.Image) -> Any:
 
     image = ImageOps.exif_transpose(image) or image
     scale = min(1.0, RAPID_SIDE / max(image.size))
+    if min(image.size) * scale < RAPID_NARROWEST:
+        raise UnreadableReceipt(f"an image of {image.width} x {image.height} pixels is too"
+                                " long and thin to be a receipt")
     if scale < 1.0:
         image = image.resize((max(1, round(image.width * scale)),
                               max(1, round(image.height * scale))), Image.BILINEAR)

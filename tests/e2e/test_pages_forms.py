@@ -44,7 +44,7 @@ def test_a_refusal_of_a_quick_save_stays_when_the_totals_refresh(
     page.wait_for_load_state("networkidle")
     # Saved before the totals catch up with the typing: the totals ask afterwards.
     with page.expect_response(lambda reply: "/invoices/totals" in reply.url):
-        fill_draft(page, "Quick Save Co", unit_price="-3", quick=True)
+        fill_draft(page, "Quick Save Co", unit_price="3 EUR", quick=True)
         with page.expect_response(lambda reply: reply.request.method == "POST") as saved:
             page.get_by_role("button", name="Save draft").click()
         assert saved.value.status == 422

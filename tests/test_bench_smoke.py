@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from bench.__main__ import FIGURES, TARGETS, verdict
+from bench.receipts import REAL as REAL_RECEIPTS
 from tests import backends
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,6 +65,8 @@ def missing_figures(part: str, found: dict[str, Any]) -> list[str]:
     """What is wrong with the figures of `part` in `found`: none missing, each a number."""
     wrong = []
     for key in FIGURES[part]:
+        if key.startswith("receipt_real_") and not REAL_RECEIPTS.is_dir():
+            continue  # the real receipts lie beside a checkout, not in it: none here to read
         value = found.get(key)
         if not isinstance(value, int | float) or not math.isfinite(value):
             wrong.append(f"{part}: {key} = {value!r}")

@@ -188,9 +188,10 @@ def seeded_lease(db_path: Path, invoices: int, candidates: int) -> str:
 def test_kill_9_of_a_worker_mid_generation_the_other_finishes_one_proposal_each(tmp_path):
     db_path = tmp_path / "studio.db"
     lease_id = seeded_lease(db_path, invoices=2, candidates=3)
-    # The first worker hangs inside its model calls, holding three of the six tasks.
+    # The first worker hangs inside its model calls, holding three of the six tasks (its four
+    # slots but the last, which it keeps for another account).
     stuck = start_worker(db_path, "stuck", STUDIO_PROVIDER_DELAY_S="120",
-                         STUDIO_CLAIM_SECONDS="2", STUDIO_WORKER_SLOTS="3")
+                         STUDIO_CLAIM_SECONDS="2", STUDIO_WORKER_SLOTS="4")
     other = None
     try:
         def held_by_stuck() -> int:

@@ -98,9 +98,13 @@ def drawn_sizes(data: bytes) -> list[tuple[int, int]]:
 
 
 def own_peak_mb() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """This process's own peak memory (VmHWM starts afresh at exec; ru_maxrss would carry the
+    peak of the test process that spawned it)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM in /proc/self/status")
 
 
 # --- item 1: a dead reader process ------------------------------------------------------

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import io
 import re
+import threading
 from decimal import Decimal
 from typing import Any
 
@@ -293,10 +294,20 @@ def with_srgb_intent(pdf: bytes) -> bytes:
     return out.getvalue()
 
 
+# factur-x parses its XSD with lxml on every check, and two parses at once in two threads
+# fail ("Internal error: xmlSchemaPValAttrNodeValue"): one e-invoice is made at a time.
+_EMBEDDING = threading.Lock()
+
+
 def embed(pdf: bytes, xml: bytes, invoice: dict[str, Any]) -> bytes:
     """The document's PDF as a PDF/A-3 with the XML inside, checked against the schema."""
     title = documents.title_of(invoice)
     seller = (invoice.get("seller") or {}).get("name") or ""
+    with _EMBEDDING:
+        return _embedded(pdf, xml, title, seller, invoice)
+
+
+def _embedded(pdf: bytes, xml: bytes, title: str, seller: str, invoice: dict[str, Any]) -> bytes:
     return facturx.generate_from_binary(
         with_srgb_intent(pdf), xml, flavor="factur-x", level="en16931", check_xsd=True, lang="en",
         pdf_metadata={"author": seller, "title": title, "keywords": "Factur-X, Invoice",

@@ -110,10 +110,18 @@ async def test_a_presence_stopped_while_it_is_taken_leaves_no_connection_open(tm
         with pytest.raises(asyncio.CancelledError):
             await taking
         assert connection.closed and here._connection is None
-        others = holder.execute(
-            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND pid <> pg_backend_pid()").fetchone()[0]
-        assert others == 0
+
+        def others() -> int:
+            return holder.execute(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid()").fetchone()[0]
+
+        # The server's backend leaves a moment after the client closes (longer on a busy
+        # machine); one left open would stay until the garbage collector ran.
+        deadline = time.monotonic() + 5
+        while others() != 0:
+            assert time.monotonic() < deadline, "the presence's connection was left open"
+            await asyncio.sleep(0.05)
 
 
 @pytest.mark.skipif(not backends.ON_POSTGRES, reason="the PostgreSQL pass")

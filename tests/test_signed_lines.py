@@ -29,6 +29,7 @@ from tests.test_facturx import BUYER, SELLER, issue, one, xml_tree
 from tests.test_facturx_rules import failed_rules  # noqa: F401  (the Schematron, compiled once)
 from tests.test_import import run_import
 from tests.test_model_work import draft_with_receipt, lines_of, proposed, read
+from tests.test_one_rule_for_a_line import Writer
 
 pytestmark = pytest.mark.anyio
 READING = purposes.PURPOSES["read_receipt"]
@@ -41,18 +42,6 @@ SHOP = {"supplier": "Frischmarkt Sommer", "date": "2026-12-03", "currency": "EUR
         "total": "1.93", "lines": [MILK, DEPOSIT]}
 pure = backends.first_pass_only  # touches no database
 
-
-class Writer:
-    """A writer that answers what it is told to, as a model or the reader might."""
-
-    name = "local"
-
-    def __init__(self, answer: dict[str, Any]) -> None:
-        self.answer = answer
-
-    async def complete(self, purpose: Any, invoice: Any, actor_id: str, *, candidate: int,
-                       timeout: float) -> dict[str, Any]:
-        return self.answer
 
 
 async def new_draft(client: Any, line_items: list[dict[str, str]]) -> Any:

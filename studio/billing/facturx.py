@@ -303,15 +303,12 @@ def embed(pdf: bytes, xml: bytes, invoice: dict[str, Any]) -> bytes:
     """The document's PDF as a PDF/A-3 with the XML inside, checked against the schema."""
     title = documents.title_of(invoice)
     seller = (invoice.get("seller") or {}).get("name") or ""
+    subject = f"{title}, issued {documents.issue_date_of(invoice)} by {seller}"
     with _EMBEDDING:
-        return _embedded(pdf, xml, title, seller, invoice)
-
-
-def _embedded(pdf: bytes, xml: bytes, title: str, seller: str, invoice: dict[str, Any]) -> bytes:
-    return facturx.generate_from_binary(
-        with_srgb_intent(pdf), xml, flavor="factur-x", level="en16931", check_xsd=True, lang="en",
-        pdf_metadata={"author": seller, "title": title, "keywords": "Factur-X, Invoice",
-                      "subject": f"{title}, issued {documents.issue_date_of(invoice)} by {seller}"})
+        return facturx.generate_from_binary(
+            with_srgb_intent(pdf), xml, flavor="factur-x", level="en16931", check_xsd=True,
+            lang="en", pdf_metadata={"author": seller, "title": title,
+                                     "keywords": "Factur-X, Invoice", "subject": subject})
 
 
 def missing(invoice: dict[str, Any]) -> list[str]:

@@ -13,7 +13,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from studio import assets
+from studio import assets, i18n
 from studio.accounts.auth import Sessions
 from studio.accounts.throttle import Limits
 from studio.billing import attachments, documents
@@ -61,6 +61,13 @@ async def favicon(request: Request) -> Response:
                         headers={"Cache-Control": "public, max-age=86400"})
 
 
+def page_templates() -> Jinja2Templates:
+    """The pages, speaking the language of whoever they are rendered for (`studio.i18n`)."""
+    templates = Jinja2Templates(directory=assets.folder("templates"))
+    i18n.install(templates.env)
+    return templates
+
+
 def sessions_for(db: Database, settings: Settings) -> Sessions:
     limits = Limits(settings.signin_window_seconds, settings.signin_failures_per_pair,
                     settings.signin_failures_per_address, settings.signin_failures_per_email)
@@ -88,7 +95,7 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             app.state.studio = Studio(
                 settings=settings, db=db, sessions=sessions_for(db, settings),
                 providers=known, worker=worker if settings.embedded_worker else None,
-                templates=Jinja2Templates(directory=assets.folder("templates")),
+                templates=page_templates(),
                 memo=Memo(db),
             )
             app.state.attachment_store = store = store_for(settings)

@@ -1,0 +1,152 @@
+"""The languages the studio speaks: one catalogue of every string a person reads (gettext
+through Babel, `studio/locale/<language>/LC_MESSAGES/*.po`), and amounts and dates as each
+language writes them (Babel's CLDR data).
+
+Which language is spoken is per context: a page follows its person (`use` in the web edge),
+a document its customer (`use` around the rendering). English is the source language: its
+strings are the catalogue's keys, and a string without a translation reads in English.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import datetime as dt
+import functools
+import io
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+
+from babel.dates import format_date
+from babel.messages.mofile import write_mo
+from babel.messages.pofile import read_po
+from babel.numbers import format_currency, format_decimal
+from babel.support import NullTranslations, Translations
+
+LANGUAGES = ("en", "de", "fr", "es", "it", "nl")
+NAMES = {"en": "English", "de": "Deutsch", "fr": "Français", "es": "Español",
+         "it": "Italiano", "nl": "Nederlands"}
+DEFAULT = "en"
+# A country's language, where the studio speaks it (ISO 3166-1 alpha-2); English elsewhere.
+BY_COUNTRY = {"DE": "de", "AT": "de", "CH": "de", "LI": "de", "FR": "fr", "BE": "fr",
+              "LU": "fr", "MC": "fr", "ES": "es", "IT": "it", "SM": "it", "NL": "nl"}
+# Dates as each language writes them in a document: 05.12.2026, 05/12/2026.
+DATE_PATTERNS = {"en": "d MMM y", "de": "dd.MM.y", "fr": "dd/MM/y", "es": "dd/MM/y",
+                 "it": "dd/MM/y", "nl": "dd-MM-y"}
+LOCALE = Path(__file__).parent / "locale"
+
+_current: contextvars.ContextVar[str] = contextvars.ContextVar("language", default=DEFAULT)
+
+
+def known(language: object) -> str | None:
+    """The language code if the studio speaks it (`de`, `de-AT` and `DE` read as `de`)."""
+    if not isinstance(language, str):
+        return None
+    code = language.strip().replace("_", "-").split("-")[0].lower()
+    return code if code in LANGUAGES else None
+
+
+def of_country(country: str | None) -> str:
+    """The language a customer in that country is written to by default."""
+    return BY_COUNTRY.get((country or "").strip().upper(), DEFAULT)
+
+
+def from_accept_language(header: str | None) -> str | None:
+    """The first language of an `Accept-Language` header the studio speaks, by its weights."""
+    asked: list[tuple[float, int, str]] = []
+    for n, part in enumerate((header or "")[:500].split(",")):
+        name, _, params = part.strip().partition(";")
+        weight = 1.0
+        if params.strip().startswith("q="):
+            try:
+                weight = float(params.strip()[2:])
+            except ValueError:
+                continue
+        code = known(name)
+        if code is not None and weight > 0:
+            asked.append((-weight, n, code))
+    return min(asked)[2] if asked else None
+
+
+def current() -> str:
+    return _current.get()
+
+
+@contextlib.contextmanager
+def use(language: str | None) -> Iterator[str]:
+    """Speak `language` (English when unknown) for what runs inside."""
+    code = known(language) or DEFAULT
+    token = _current.set(code)
+    try:
+        yield code
+    finally:
+        _current.reset(token)
+
+
+@functools.cache
+def translations(language: str) -> NullTranslations:
+    """Every catalogue file of the language, read once: its `.po` compiled in memory."""
+    folder = LOCALE / language / "LC_MESSAGES"
+    merged: NullTranslations = NullTranslations()
+    for path in sorted(folder.glob("*.po")) if language != DEFAULT else []:
+        with path.open("rb") as source:
+            catalog = read_po(source, locale=language)
+        compiled = io.BytesIO()
+        write_mo(compiled, catalog)
+        compiled.seek(0)
+        part = Translations(compiled)
+        if isinstance(merged, Translations):
+            merged.merge(part)
+        else:
+            merged = part
+    return merged
+
+
+def gettext(message: str) -> str:
+    return translations(current()).gettext(message)
+
+
+def ngettext(singular: str, plural: str, n: int) -> str:
+    return translations(current()).ngettext(singular, plural, n)
+
+
+_ = gettext
+
+
+def money(amount: Decimal | str | int | None, currency: str, language: str | None = None
+          ) -> str:
+    """An amount as the language writes it: `1.428,60 €`, `1 200,50 €`, `€1,200.50`."""
+    if amount is None or amount == "":
+        return ""
+    return format_currency(Decimal(str(amount)), currency, locale=language or current())
+
+
+def number(value: Decimal | str | int | None, language: str | None = None) -> str:
+    """A quantity or rate with the language's separators, its decimals kept as written."""
+    if value is None or value == "":
+        return ""
+    exact = Decimal(str(value))
+    places = max(0, -exact.as_tuple().exponent) if isinstance(exact.as_tuple().exponent, int) \
+        else 0
+    pattern = "#,##0" + ("." + "0" * places if places else "")
+    return format_decimal(exact, format=pattern, locale=language or current())
+
+
+def date(value: dt.date | str | None, language: str | None = None) -> str:
+    """A date as the language writes it in a document: `05.12.2026`, `05/12/2026`."""
+    if value is None or value == "":
+        return ""
+    day = dt.date.fromisoformat(value[:10]) if isinstance(value, str) else value
+    code = language or current()
+    return format_date(day, DATE_PATTERNS.get(code, DATE_PATTERNS[DEFAULT]), locale=code)
+
+
+def install(environment: object) -> None:
+    """Give a Jinja environment the catalogue (`_`, `gettext`, `ngettext`, `{% trans %}`) and
+    the filters `money`, `number` and `date`, all speaking the current language."""
+    env = environment  # a jinja2.Environment
+    env.add_extension("jinja2.ext.i18n")  # type: ignore[attr-defined]
+    env.install_gettext_callables(gettext, ngettext, newstyle=True)  # type: ignore[attr-defined]
+    env.filters.update(money=money, number=number, date=date)  # type: ignore[attr-defined]
+    env.globals.update(language=current)  # type: ignore[attr-defined]

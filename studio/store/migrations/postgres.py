@@ -571,5 +571,12 @@ ALTER TABLE reminder_settings ADD COLUMN looked_at DOUBLE PRECISION;
 CREATE INDEX balances_changed ON balances(owner_id, updated_at);
 """
 
+# The languages spoken: a customer's (null: its country's), a person's (null: the browser's).
+LANGUAGES = """
+ALTER TABLE customers ADD COLUMN language TEXT;
+ALTER TABLE actors ADD COLUMN language TEXT;
+"""
+
 MIGRATIONS: list[str | Callable[[Any], None]] = [SCHEMA_V1, _business, MODEL_WORK, SENDS_HANDED,
-                                                 RECURRING, REMINDERS, REMINDERS_LOOKED_AT]
+                                                 RECURRING, REMINDERS, REMINDERS_LOOKED_AT,
+                                                 LANGUAGES]

@@ -187,6 +187,12 @@ MIGRATIONS: list[Migration] = [
     ALTER TABLE reminder_settings ADD COLUMN looked_at REAL;
     CREATE INDEX balances_changed ON balances(owner_id, updated_at);
     """,
+    # 16: the languages spoken: a customer's (null: its country's), a person's (null: the
+    # browser's).
+    """
+    ALTER TABLE customers ADD COLUMN language TEXT;
+    ALTER TABLE actors ADD COLUMN language TEXT;
+    """,
 ]
 
 REMINDERS = """

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 from urllib.parse import quote
 
+from PIL import Image, ImageOps
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -31,6 +33,18 @@ log = logging.getLogger("studio.attachments")
 # Served bytes never run: no sniffing, no scripts, no framing, not kept by any cache.
 SERVED = {"X-Content-Type-Options": "nosniff", "Cache-Control": "private, no-store",
           "Content-Security-Policy": "default-src 'none'; sandbox", "Vary": "Cookie"}
+
+THUMB_PX = 128  # twice the 64 px the list shows, for sharp screens
+THUMBS_KEPT = 256  # about 1 MB of thumbnails remembered per process
+# Past this many pixels an image is no receipt a thumbnail can be drawn of in good time.
+THUMB_MAX_PIXELS = 60_000_000
+# What a photo that cannot be drawn (damaged, cut off, too large) shows in its place.
+NO_THUMBNAIL = (b'<svg xmlns="http://www.w3.org/2000/svg" width="64" height="64" '
+                b'viewBox="0 0 64 64"><rect x="6" y="10" width="52" height="44" rx="4" '
+                b'fill="#eee" stroke="#999" stroke-width="2"/><path d="M12 48l14-16 10 11 6-6 '
+                b'10 11z" fill="#bbb"/><circle cx="44" cy="22" r="5" fill="#bbb"/></svg>',
+                "image/svg+xml")
+_thumbnails: dict[str, tuple[bytes, str]] = {}
 
 
 def store_of(request: Request) -> Store:
@@ -133,11 +147,45 @@ async def download(request: Request) -> Response:
 
 
 async def preview(request: Request) -> Response:
-    """A raster image shown small on the invoice page: served only as an image type."""
+    """A raster image shown small on the invoice page: a thumbnail of at most THUMB_PX a
+    side, made once per stored file, or a plain icon for one that cannot be drawn."""
     found = await _owned(request)
     if found["content_type"] not in attachments.PREVIEWABLE:
         raise Refusal("attachment_not_found")
-    return await _served(request, found, "inline")
+    # The bytes under a SHA-256 never change, so neither does their thumbnail.
+    etag = f'"thumb{THUMB_PX}-{found["sha256"]}"'
+    headers = {**SERVED, "Cache-Control": "private, max-age=86400", "ETag": etag,
+               "Content-Disposition": disposition("inline", found["filename"])}
+    if etag in request.headers.get("if-none-match", ""):
+        return Response(status_code=304, headers=headers)
+    made = _thumbnails.get(found["sha256"])
+    if made is None:
+        data = await store_of(request).read(studio_of(request).db, found["owner_id"],
+                                            found["sha256"])
+        made = await asyncio.to_thread(thumbnail, data)
+        _thumbnails[found["sha256"]] = made
+        while len(_thumbnails) > THUMBS_KEPT:
+            _thumbnails.pop(next(iter(_thumbnails)))
+    return Response(made[0], media_type=made[1], headers=headers)
+
+
+def thumbnail(data: bytes) -> tuple[bytes, str]:
+    """A WebP of at most THUMB_PX a side, the photo turned as the camera held it; the icon
+    when the bytes cannot be drawn."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image.draft("RGB", (THUMB_PX, THUMB_PX))  # a JPEG decodes at 1/2..1/8 scale
+            if image.width * image.height > THUMB_MAX_PIXELS:
+                return NO_THUMBNAIL
+            small = ImageOps.exif_transpose(image)
+            small.thumbnail((THUMB_PX, THUMB_PX))
+            if small.mode not in ("RGB", "RGBA"):
+                small = small.convert("RGBA")
+            out = io.BytesIO()
+            small.save(out, "WEBP", quality=80)
+            return out.getvalue(), "image/webp"
+    except Exception:  # any decoder's failure on any bytes: the icon, never a 500
+        return NO_THUMBNAIL
 
 
 async def delete(request: Request) -> Response:

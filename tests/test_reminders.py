@@ -13,11 +13,11 @@ import anyio
 import httpx
 import pytest
 
+from studio.billing import reminding
 from studio.config import Settings
 from studio.mail import reminders
 from studio.runtime import schedules
 from studio.store.db import open_database
-from studio.web.views import reminders as reminders_views
 from tests.conftest import ADA, Running, days_ahead, rows, running, scalar
 from tests.mailserver import Inbox, MailServer
 from tests.test_words_pages import assert_plain
@@ -92,7 +92,7 @@ async def test_reminder_settings_are_off_by_default_and_refuse_an_unknown_placeh
         assert "Reminder: invoice {number} is overdue" in first.text  # words to start from
         assert_plain("reminder settings", first.text)
         # The words the form starts with are ones the studio takes.
-        suggested = reminders_views.FIRST_STEPS
+        suggested = reminding.FIRST_STEPS
         assert (await client.put("/settings/reminders", json={
             "enabled": False, "steps": suggested})).status_code == 200
         bad = [{**STEPS[0], "message": "Pay {amount} by {due_date}"}]

@@ -21,6 +21,10 @@ from studio.store.dialect import account_lock, dialect_of, hold
 from studio.store.transactions import clock, timestamp
 
 MAX_CANDIDATES = 5
+MAX_REMINDER_DAYS = 365
+# Reminder wording is asked as `draft_reminder` with a step's `days` (the settings page's
+# "Suggest wording"); its lease names the purpose it is.
+WORDING = "reminder_wording"
 
 # One task: (invoice_id, provider, candidate).
 Plan = list[tuple[str, str, int]]
@@ -35,6 +39,7 @@ class Intent:
     providers: tuple[str, ...]
     candidates: int
     attachment_id: str | None = None  # the receipt to read, when the person picked one
+    days: int | None = None  # the reminder step worded, by its days from the due date
 
     @property
     def task_count(self) -> int:
@@ -47,9 +52,16 @@ class Intent:
             "providers": list(self.providers),
             "candidates": self.candidates,
         }
-        if self.attachment_id is not None:  # absent otherwise: earlier fingerprints hold
-            normal["attachment_id"] = self.attachment_id
-        return normal
+        return {**normal, **self.asked()}
+
+    def asked(self) -> dict[str, Any]:
+        """What else the request names, absent when not named: earlier fingerprints hold."""
+        asked: dict[str, Any] = {}
+        if self.attachment_id is not None:
+            asked["attachment_id"] = self.attachment_id
+        if self.days is not None:
+            asked["days"] = self.days
+        return asked
 
     def fingerprint(self) -> str:
         """SHA-256 of the normalised request as sorted-key JSON; fields the server ignores
@@ -84,7 +96,8 @@ def _canonical_uuid(value: object) -> str:
 def parse_intent(body: dict[str, Any], providers: Providers, max_tasks: int) -> Intent:
     """Validate and normalise what is asked for; every refusal names what is wrong.
     Any `actor_id` in the body is ignored: the actor is the session's."""
-    purpose = purpose_named(body.get("purpose"))
+    purpose = purpose_named(WORDING if body.get("purpose") == "draft_reminder"
+                            and body.get("days") not in (None, "") else body.get("purpose"))
     invoice_ids = _id_list(body, "invoice_ids", "invoice_id")
     if not invoice_ids:
         raise Refusal("invalid_body", "Choose at least one invoice.")
@@ -112,6 +125,7 @@ def parse_intent(body: dict[str, Any], providers: Providers, max_tasks: int) -> 
         providers=tuple(sorted(set(asked))),
         candidates=candidates,
         attachment_id=_picked_receipt(body, purpose.reads_receipts, len(invoice_ids)),
+        days=_reminder_days(body, purpose.asks_days, len(invoice_ids)),
     )
     if intent.task_count > max_tasks:
         raise Refusal(
@@ -138,6 +152,24 @@ def _picked_receipt(body: dict[str, Any], reads_receipts: bool, invoices: int) -
     except ValueError:
         raise Refusal("invalid_body", "The receipt to read must be named by its attachment"
                                       " id.") from None
+
+
+def _reminder_days(body: dict[str, Any], asks_days: bool, invoices: int) -> int | None:
+    """The reminder step a wording is for, by its days from the due date (-3: before)."""
+    days = body.get("days")
+    if not asks_days:
+        if days not in (None, ""):
+            raise Refusal("invalid_body", "Only reminder wording is asked for a step's days.")
+        return None
+    if isinstance(days, str) and days.strip().lstrip("-").isdigit() and len(days) < 6:
+        days = int(days)
+    if type(days) is not int or not -MAX_REMINDER_DAYS <= days <= MAX_REMINDER_DAYS:
+        raise Refusal("invalid_body", "Name the reminder step by its days from the due date: a"
+                                      f" whole number from -{MAX_REMINDER_DAYS} to"
+                                      f" {MAX_REMINDER_DAYS}.")
+    if invoices != 1:
+        raise Refusal("invalid_body", "Reminder wording takes one invoice as its example.")
+    return days
 
 
 def parse_request(body: dict[str, Any], providers: Providers, max_tasks: int) -> LeaseRequest:
@@ -191,7 +223,7 @@ def _fences(db: sqlite3.Connection, actor_id: str, intent: Intent) -> dict[str, 
             (intent.attachment_id, actor_id, intent.invoice_ids[0])).fetchone() is None:
         raise Refusal("attachment_not_found", "That receipt is not attached to this draft;"
                                               " choose one of its attachments.")
-    return {invoice_id: purpose.fence(db, targets[invoice_id])
+    return {invoice_id: purpose.fence(db, targets[invoice_id], intent.asked())
             for invoice_id in intent.invoice_ids}
 
 
@@ -240,8 +272,7 @@ def create_lease(
                 " finish, or stop a request, then ask again."))
     options: dict[str, Any] = {"providers": list(intent.providers),
                                "candidates": intent.candidates}
-    if intent.attachment_id is not None:
-        options["attachment_id"] = intent.attachment_id  # the worker reads this one receipt
+    options.update(intent.asked())  # the receipt the worker reads; the step it words
 
     def make(lease_id: str) -> None:
         db.execute(

@@ -485,6 +485,7 @@ def view(db: sqlite3.Connection, lease_id: str, actor_id: str) -> dict[str, Any]
         "ended_reason": lease["ended_reason"],
         "providers": options["providers"],
         "candidates_per_invoice": options["candidates"],
+        **({"days": options["days"]} if "days" in options else {}),
         "progress": {"total": lease["task_count"], "done": done, "failed": failed},
         "failures": failures,
         "invoices": list(invoices.values()),

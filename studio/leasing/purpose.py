@@ -33,7 +33,8 @@ class Purpose:
     schema: dict[str, Any]  # what a proposal is; a writer's answer outside it is never kept
     prompt: Callable[[Invoice], str]
     refuse: Callable[[Any, Row], None]  # at submit: raises when the invoice is no target
-    fence: Callable[[Any, Row], str]  # the state apply must still find
+    # The state apply must still find, given what else the request asked (its `days`).
+    fence: Callable[[Any, Row, dict[str, Any]], str]
     write: Callable[[Any, str, Row, dict[str, Any], str], None]  # apply's one write
     # The proposal in a line a person reads, for the invoice as the writer was given it.
     summary: Callable[[dict[str, Any], Invoice], str]
@@ -44,6 +45,7 @@ class Purpose:
     worked_out: dict[str, Callable[[dict[str, Any]], Any]] = field(default_factory=dict)
     lease_seconds: float = 90.0
     reads_receipts: bool = False
+    asks_days: bool = False  # the request names a reminder step by its days from the due date
 
 
 def strict_object(properties: dict[str, Any]) -> dict[str, Any]:

@@ -168,6 +168,8 @@ def claim_task(
     unreadable = ""
     try:
         fields = work_fields(db, invoice)
+        if "days" in json.loads(lease["options"]):
+            fields["reminder_days"] = json.loads(lease["options"])["days"]
         if PURPOSES[lease["purpose"]].reads_receipts:
             # One receipt a reading: the one the person picked, else the draft's newest.
             picked = json.loads(lease["options"]).get("attachment_id")

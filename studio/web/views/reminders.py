@@ -6,34 +6,24 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
+from studio.billing import reminding
 from studio.errors import Refusal
 from studio.mail import reminders
 from studio.web.negotiation import answer, current_actor, moved_to, read_body, studio_of
 
 # Blank steps the form offers beyond those kept, for the person to fill in.
 BLANK_STEPS = 2
-# What the form starts with before any step is kept: the person's to change or clear.
-FIRST_STEPS = [
-    {"days": 7, "subject": "Reminder: invoice {number} is overdue",
-     "message": "Hello,\n\ninvoice {number}, due on {due_date}, still has {currency}"
-                " {amount_due} to pay. If you have already paid it, please ignore this email."
-                "\n\nView the invoice: {link}"},
-    {"days": 21, "subject": "Second reminder: invoice {number}",
-     "message": "Hello,\n\ninvoice {number} is now {days_overdue} days overdue; {currency}"
-                " {amount_due} is still open. Please pay it soon, or tell us if something is"
-                " wrong with it.\n\nView the invoice: {link}"},
-]
-
-
 async def reminder_settings(request: Request) -> Response:
     """`GET /settings/reminders`: `{enabled, steps: [{days, subject, message}]}`."""
     actor = await current_actor(request)
-    found = await studio_of(request).db.read(reminders.settings_of, actor.id)
-    kept = found["steps"] or ([] if found["revision"] else FIRST_STEPS)
+    db = studio_of(request).db
+    found = await db.read(reminders.settings_of, actor.id)
+    kept = found["steps"] or ([] if found["revision"] else reminding.FIRST_STEPS)
     shown = kept + [{"days": "", "subject": "", "message": ""}] * BLANK_STEPS
     context = {"reminders": found, "steps": shown[:reminders.MAX_STEPS],
                "placeholders": reminders.PLACEHOLDERS,
-               "can_send": bool(studio_of(request).settings.smtp_url)}
+               "can_send": bool(studio_of(request).settings.smtp_url),
+               "example": await db.read(reminding.example_invoice, actor.id)}
     return answer(request, {"enabled": found["enabled"], "steps": found["steps"]},
                   template="reminders.html", context=context)
 

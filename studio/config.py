@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import email.utils
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -143,11 +144,25 @@ def _mail(env: dict[str, str]) -> dict[str, object]:
                          " emails come from, such as billing@example.com")
     try:
         mail_server(url)
-        sender_address(mail_from)
     except MailSettingError as error:
         raise SystemExit(str(error)) from None
+    try:
+        sender_address(mail_from)
+    except MailSettingError as error:
+        raise SystemExit(_one_label(mail_from) or str(error)) from None
     return {"smtp_url": url, "mail_from": mail_from, "send_retry_cap_seconds": cap,
             "smtp_data_timeout_seconds": data}
+
+
+def _one_label(mail_from: str) -> str:
+    """Why a sender on a one-label domain (`studio@localhost`) is refused, and what works."""
+    _, at, domain = email.utils.parseaddr(mail_from)[1].rpartition("@")
+    if not at or not domain or "." in domain:
+        return ""
+    return (f"STUDIO_MAIL_FROM={mail_from} cannot be used: the studio sends from a domain of"
+            f" two labels or more, and '{domain}' is one. Use an address such as"
+            " studio@example.com (fine for a local test server too) or"
+            " 'Ada Lovelace Design <billing@example.com>'.")
 
 
 def _public_url(env: dict[str, str]) -> str:

@@ -111,6 +111,15 @@ def ngettext(singular: str, plural: str, n: int) -> str:
     return translations(current()).ngettext(singular, plural, n)
 
 
+def pgettext(context: str, message: str) -> str:
+    """A string whose words depend on where it stands: a document's "Issued" is its date."""
+    return translations(current()).pgettext(context, message)
+
+
+def npgettext(context: str, singular: str, plural: str, n: int) -> str:
+    return translations(current()).npgettext(context, singular, plural, n)
+
+
 _ = gettext
 
 
@@ -147,6 +156,7 @@ def install(environment: object) -> None:
     the filters `money`, `number` and `date`, all speaking the current language."""
     env = environment  # a jinja2.Environment
     env.add_extension("jinja2.ext.i18n")  # type: ignore[attr-defined]
-    env.install_gettext_callables(gettext, ngettext, newstyle=True)  # type: ignore[attr-defined]
+    env.install_gettext_callables(gettext, ngettext, newstyle=True,  # type: ignore[attr-defined]
+                                  pgettext=pgettext, npgettext=npgettext)
     env.filters.update(money=money, number=number, date=date)  # type: ignore[attr-defined]
     env.globals.update(language=current)  # type: ignore[attr-defined]

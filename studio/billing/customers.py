@@ -14,9 +14,10 @@ import sqlite3
 import uuid
 from typing import Any
 
+from studio import i18n
 from studio.accounts.auth import Actor
 from studio.billing import identifiers, money
-from studio.errors import Refusal
+from studio.errors import FieldChecks, Refusal
 from studio.store import bindings, paging
 from studio.store.db import Database
 from studio.store.dialect import account_lock, anywhere, dialect_of, hold
@@ -55,6 +56,24 @@ def _currency(value: object, before: str | None) -> str:
     return money.currency_code(value)
 
 
+def _language(value: object) -> str | None:
+    """Optional: a language the studio writes documents in; none chosen (null) follows the
+    country."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    code = value.strip().lower() if isinstance(value, str) else None
+    if code not in i18n.LANGUAGES:
+        choices = ", ".join(f"{code} ({i18n.NAMES[code]})" for code in i18n.LANGUAGES)
+        raise Refusal("invalid_body", f"The language must be one of {choices}, or left empty"
+                                      " to follow the customer's country.")
+    return code
+
+
+def language_of(customer: Any) -> str:
+    """The language the customer is written to: the one chosen, else its country's."""
+    return customer["language"] or i18n.of_country(customer["country"])
+
+
 def parse_customer(body: dict[str, Any], before: dict[str, Any] | None = None
                    ) -> dict[str, Any]:
     """A customer's fields, checked and normalised; on an edit, what the body leaves out is
@@ -64,17 +83,25 @@ def parse_customer(body: dict[str, Any], before: dict[str, Any] | None = None
     def given(name: str) -> Any:
         return body[name] if name in body else before.get(name)
 
-    country = identifiers.country(given("country"))
-    return {
-        "name": identifiers.text(given("name"), "name", MAX_NAME, least=1),
-        "email": identifiers.email(given("email")),
-        "address": identifiers.text(given("address"), "address", MAX_ADDRESS),
+    checks = FieldChecks()  # every field refused at once, each by its name
+    country = checks.check("country", identifiers.country, given("country"))
+    found = {
+        "name": checks.check("name", lambda: identifiers.text(given("name"), "name", MAX_NAME,
+                                                              least=1)),
+        "email": checks.check("email", identifiers.email, given("email")),
+        "address": checks.check("address", identifiers.text, given("address"), "address",
+                                MAX_ADDRESS),
         "country": country,
-        "vat_id": identifiers.vat_id(given("vat_id"), country),
-        "currency": _currency(given("currency"), before.get("currency")),
-        "payment_terms_days": _terms_days(given("payment_terms_days")),
-        "reminders": _reminders(body, before),
+        "vat_id": checks.check("vat_id", identifiers.vat_id, given("vat_id"), country or ""),
+        "currency": checks.check("currency", _currency, given("currency"),
+                                 before.get("currency")),
+        "payment_terms_days": checks.check("payment_terms_days", _terms_days,
+                                           given("payment_terms_days")),
+        "reminders": checks.check("reminders", _reminders, body, before),
+        "language": checks.check("language", _language, given("language")),
     }
+    checks.done()
+    return found
 
 
 def _reminders(body: dict[str, Any], before: dict[str, Any]) -> bool:
@@ -111,6 +138,9 @@ def parse_query(value: object) -> str:
 def as_json(row: sqlite3.Row) -> dict[str, Any]:
     return {"id": row["id"], **{name: row[name] for name in FIELDS},
             "reminders": bool(row["reminders"]),
+            # The language its documents and emails speak; `language_chosen` false: the
+            # country's, following it when the country changes.
+            "language": language_of(row), "language_chosen": row["language"] is not None,
             "revision": row["revision"], "created_at": timestamp(row["created_at"]),
             "updated_at": timestamp(row["updated_at"])}
 
@@ -189,9 +219,9 @@ def create(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any],
     def make(customer_id: str) -> None:
         db.execute(
             "INSERT INTO customers (id, owner_id, name, email, address, country, vat_id,"
-            " currency, payment_terms_days, reminders, created_at, updated_at) VALUES (:id,"
-            " :owner_id, :name, :email, :address, :country, :vat_id, :currency,"
-            " :payment_terms_days, :reminders, :now, :now)",
+            " currency, payment_terms_days, reminders, language, created_at, updated_at)"
+            " VALUES (:id, :owner_id, :name, :email, :address, :country, :vat_id, :currency,"
+            " :payment_terms_days, :reminders, :language, :now, :now)",
             {**fields, "reminders": int(fields["reminders"]), "id": customer_id,
              "owner_id": actor_id, "now": now})
 
@@ -224,7 +254,7 @@ def edit(db: sqlite3.Connection, actor_id: str, customer_id: str, revision: int,
         "UPDATE customers SET name = :name, email = :email, address = :address,"
         " country = :country, vat_id = :vat_id, currency = :currency,"
         " payment_terms_days = :payment_terms_days, reminders = :reminders,"
-        " revision = revision + 1, updated_at = :now"
+        " language = :language, revision = revision + 1, updated_at = :now"
         " WHERE id = :id AND owner_id = :owner_id AND revision = :revision",
         {**fields, "reminders": int(fields["reminders"]), "id": customer_id,
          "owner_id": actor_id, "revision": revision, "now": now})

@@ -41,13 +41,20 @@ from babel import Locale
 from fpdf import FPDF
 from segno import QRCode, helpers
 
-from studio import assets
-from studio.billing.money import rounded, shown
+from studio import assets, i18n
+from studio.billing.money import rounded
 from studio.billing.money import text as money_text
+from studio.i18n import npgettext, pgettext
 from studio.store.db import Database
 
 FONTS = assets.folder("static") / "fonts"
-TITLES = {"invoice": "Invoice", "credit_note": "Credit note"}
+
+
+def N_(message: str) -> str:
+    """A string the catalogue translates where it is shown (`pybabel extract` finds it)."""
+    return message
+
+
 # The document's layout; a new one renders kept documents again (they are keyed by it), and
 # the bytes kept under an earlier one stay in the table as they were.
 LAYOUT = "pdf-4"
@@ -62,8 +69,45 @@ _renderers: ProcessPoolExecutor | None = None
 _rendering: dict[tuple[str, ...], asyncio.Future[bytes]] = {}
 
 
+def language_of(invoice: dict[str, Any]) -> str:
+    """The language the document speaks: its customer's, frozen with the buyer at issue, so
+    an issued document never changes. An invoice issued before customers had a language reads
+    as its buyer's country speaks (English elsewhere): the language the studio already wrote
+    that customer's reminders in, and a PDF kept from before is kept as it was."""
+    buyer = buyer_of(invoice)
+    return i18n.known(buyer.get("language")) or i18n.of_country(country_of(buyer))
+
+
+def seller_language(invoice: dict[str, Any]) -> str:
+    """The language of the seller's country, which a tax note speaks too."""
+    return i18n.of_country(country_of(invoice.get("seller") or {}))
+
+
 def title_of(invoice: dict[str, Any]) -> str:
-    return f"{TITLES[invoice['kind']]} {invoice['number'] or '(draft)'}"
+    """The document's title; its words are the document's own (`pgettext` "document"), apart
+    from the same English word on a page."""
+    number = invoice["number"] or pgettext("document", "(draft)")
+    kind = pgettext("document", "Credit note") if is_credit(invoice) \
+        else pgettext("document", "Invoice")
+    return f"{kind} {number}"
+
+
+def amount_shown(amount: Any, currency: str) -> str:
+    """An amount as the document's language writes it (`1.428,60 €`, `€1,200.50`); what is
+    not a number (a line stored before part two) as it was stored."""
+    try:
+        return i18n.money(amount, currency)
+    except (InvalidOperation, TypeError, ValueError):
+        return str(amount)
+
+
+def number_shown(value: Any) -> str:
+    """A quantity, price or rate with the language's separators; what is not a number as
+    stored."""
+    try:
+        return i18n.number(value)
+    except (InvalidOperation, TypeError, ValueError):
+        return str(value)
 
 
 def is_credit(invoice: dict[str, Any]) -> bool:
@@ -84,19 +128,24 @@ def issue_date_of(invoice: dict[str, Any]) -> str:
 
 def facts_of(invoice: dict[str, Any]) -> list[tuple[str, str]]:
     """The dates and references at the top of the document."""
-    supply = [("Date of supply", invoice["supply_date"])] if invoice.get("supply_date") else []
+    day = i18n.date
+    supply = [(pgettext("document", "Date of supply"), day(invoice["supply_date"]))] \
+        if invoice.get("supply_date") else []
     if invoice.get("period_start"):  # a recurring invoice's service period
-        supply.append(("Service period", f"{invoice['period_start']} to"
-                                         f" {invoice['period_end']}"))
+        period = pgettext("document", "{start} to {end}").format(
+            start=day(invoice["period_start"]), end=day(invoice["period_end"]))
+        supply.append((pgettext("document", "Service period"), period))
     if is_credit(invoice):
-        return [("Credits invoice", invoice.get("credits_number") or ""),
-                ("Issued", issue_date_of(invoice)), *supply]
-    return [("Issued", issue_date_of(invoice)), *supply, ("Due", invoice["due_date"])]
+        return [(pgettext("document", "Credits invoice"), invoice.get("credits_number") or ""),
+                (pgettext("document", "Date of issue"), day(issue_date_of(invoice))), *supply]
+    return [(pgettext("document", "Issued"), day(issue_date_of(invoice))), *supply,
+            (pgettext("document", "Due"), day(invoice["due_date"]))]
 
 
 def country_name(code: str) -> str:
-    """An ISO 3166-1 code as its English name (DE: Germany); an unknown code as written."""
-    return Locale("en").territories.get(code.upper(), code) if code else ""
+    """An ISO 3166-1 code as the document's language names it (DE: Deutschland); an unknown
+    code as written."""
+    return Locale(i18n.current()).territories.get(code.upper(), code) if code else ""
 
 
 def party_lines(party: dict[str, Any] | None) -> list[str]:
@@ -106,9 +155,10 @@ def party_lines(party: dict[str, Any] | None) -> list[str]:
     lines = [party.get("name") or "", *(party.get("address") or "").splitlines(),
              country_name(party.get("country") or "")]
     if party.get("vat_id"):
-        lines.append(f"VAT ID {party['vat_id']}")
+        lines.append(pgettext("document", "VAT ID {vat_id}").format(vat_id=party["vat_id"]))
     if party.get("tax_number"):
-        lines.append(f"Tax number {party['tax_number']}")
+        lines.append(pgettext("document", "Tax number {number}").format(
+            number=party["tax_number"]))
     if party.get("email"):
         lines.append(party["email"])
     return [line for line in lines if line.strip()]
@@ -142,12 +192,13 @@ class VatCategory:
 
 STANDARD = VatCategory("S")
 ZERO_RATED = VatCategory("Z")
+# The words are the catalogue's (`tax_notes` speaks them); the reason stays the e-invoice's.
 REVERSE_CHARGE = VatCategory(
     "AE", "Reverse charge", "VATEX-EU-AE",
-    "Reverse charge: VAT is due from the buyer (Article 196, Directive 2006/112/EC)")
+    N_("Reverse charge: VAT is due from the buyer (Article 196, Directive 2006/112/EC)"))
 EXPORT = VatCategory(
     "G", "Export outside the EU", "VATEX-EU-G",
-    "Export outside the EU: exempt from VAT (Article 146, Directive 2006/112/EC)")
+    N_("Export outside the EU: exempt from VAT (Article 146, Directive 2006/112/EC)"))
 
 
 def country_of(party: dict[str, Any]) -> str:
@@ -208,10 +259,18 @@ def category_of(invoice: dict[str, Any], rate: str) -> VatCategory:
 
 
 def tax_notes(invoice: dict[str, Any]) -> dict[str, str]:
-    """The words the tax table prints under each rate that has some, by rate."""
+    """The words the tax table prints under each rate that has some, by rate: in the
+    document's language, and on a line of their own in the seller's where that differs."""
+    languages = dict.fromkeys([i18n.current(), seller_language(invoice)])
     notes = {rate["rate"]: category_of(invoice, rate["rate"]).words
              for rate in invoice["tax_breakdown"]}
-    return {rate: words for rate, words in notes.items() if words}
+    return {rate: "\n".join(_in(language, words) for language in languages)
+            for rate, words in notes.items() if words}
+
+
+def _in(language: str, message: str) -> str:
+    with i18n.use(language):
+        return i18n.gettext(message)
 
 
 # A time to pay in days, as sellers write it in English, German, French, Spanish, Italian or
@@ -234,9 +293,12 @@ def due_date_term(invoice: dict[str, Any]) -> str:
                 - dt.date.fromisoformat(issue_date_of(invoice))).days
     except ValueError:
         days = -1
+    due = i18n.date(invoice["due_date"])
     if days > 0:
-        return f"Payment within {days} days, by {invoice['due_date']}."
-    return f"Payment by {invoice['due_date']}."
+        return npgettext("document", "Payment within {days} day, by {date}.",
+                         "Payment within {days} days, by {date}.", days).format(
+            days=days, date=due)
+    return pgettext("document", "Payment by {date}.").format(date=due)
 
 
 def payment_lines(invoice: dict[str, Any]) -> list[str]:
@@ -299,11 +361,14 @@ def standing_lines(invoice: dict[str, Any]) -> list[tuple[str, str]]:
     currency = invoice["currency"]
     lines = []
     if credited(invoice):
-        lines.append(("Credited", f"{currency} {money_text(credited(invoice), currency)}"))
+        lines.append((pgettext("document", "Credited"),
+                      amount_shown(money_text(credited(invoice), currency), currency)))
     if Decimal(invoice.get("amount_paid") or 0):
-        lines.append(("Paid", f"{currency} {invoice['amount_paid']}"))
+        lines.append((pgettext("document", "Paid"),
+                      amount_shown(invoice["amount_paid"], currency)))
     if Decimal(invoice["amount_due"]) > 0:
-        lines.append(("Left to pay", f"{currency} {invoice['amount_due']}"))
+        lines.append((pgettext("document", "Left to pay"),
+                      amount_shown(invoice["amount_due"], currency)))
     return lines
 
 
@@ -346,13 +411,16 @@ def with_prices_shown(invoice: dict[str, Any]) -> dict[str, Any]:
 
 
 def page_of(invoice: dict[str, Any]) -> dict[str, Any]:
-    """What `templates/document.html` shows, from the same functions as the PDF."""
-    return {"invoice": invoice, "shown": shown, "title": title_of(invoice),
-            "facts": facts_of(invoice), "seller_lines": party_lines(invoice["seller"]),
-            "buyer_lines": party_lines(buyer_of(invoice)),
-            "payment_lines": payment_lines(invoice), "qr": qr_data_uri(invoice),
-            "standing": standing_lines(invoice), "paid_in_full": paid_in_full(invoice),
-            "logo": logo_data_uri(invoice), "tax_notes": tax_notes(invoice)}
+    """What `templates/document.html` shows, from the same functions as the PDF, in the
+    document's language; render the page inside `i18n.use(language_of(invoice))` too."""
+    language = language_of(invoice)
+    with i18n.use(language):
+        return {"invoice": invoice, "language": language, "title": title_of(invoice),
+                "facts": facts_of(invoice), "seller_lines": party_lines(invoice["seller"]),
+                "buyer_lines": party_lines(buyer_of(invoice)),
+                "payment_lines": payment_lines(invoice), "qr": qr_data_uri(invoice),
+                "standing": standing_lines(invoice), "paid_in_full": paid_in_full(invoice),
+                "logo": logo_data_uri(invoice), "tax_notes": tax_notes(invoice)}
 
 
 def _heading(pdf: FPDF, text: str, width: float, **where: Any) -> None:
@@ -362,8 +430,14 @@ def _heading(pdf: FPDF, text: str, width: float, **where: Any) -> None:
 
 
 def render_pdf(invoice: dict[str, Any], fonts: Path = FONTS) -> bytes:
-    """The whole document (see the module's docstring). Rendering the same issued invoice
-    again gives the same bytes: its creation date is its issue time."""
+    """The whole document (see the module's docstring), in its language (`language_of`, read
+    from the invoice itself: a renderer process has no request's language). Rendering the
+    same issued invoice again gives the same bytes: its creation date is its issue time."""
+    with i18n.use(language_of(invoice)):
+        return _render(invoice, fonts)
+
+
+def _render(invoice: dict[str, Any], fonts: Path) -> bytes:
     currency = invoice["currency"]
     pdf = FPDF(format="A4")
     pdf.set_title(title_of(invoice))
@@ -391,32 +465,36 @@ def render_pdf(invoice: dict[str, Any], fonts: Path = FONTS) -> bytes:
     pdf.set_y(max(pdf.get_y(), pdf.t_margin + 22) + 4)
 
     top = pdf.get_y()
-    _heading(pdf, "From", width / 2, new_x="LMARGIN", new_y="NEXT")
+    _heading(pdf, pgettext("document", "From"), width / 2, new_x="LMARGIN", new_y="NEXT")
     pdf.multi_cell(width / 2 - 4, 5, "\n".join(party_lines(invoice["seller"])))
     bottom = pdf.get_y()
     pdf.set_xy(pdf.l_margin + width / 2, top)
-    _heading(pdf, "Bill to", width / 2, new_x="LEFT", new_y="NEXT")
+    _heading(pdf, pgettext("document", "Bill to"), width / 2, new_x="LEFT", new_y="NEXT")
     pdf.multi_cell(width / 2, 5, "\n".join(party_lines(buyer_of(invoice))))
     pdf.set_y(max(bottom, pdf.get_y()) + 6)
 
     discounts = has_discounts(invoice)
-    columns = [("Item", 0.46, "L"), ("Qty", 0.1, "R"), ("Unit price", 0.16, "R"),
-               ("Tax", 0.1, "R"), ("Net", 0.18, "R")]
+    item, tax, net = (pgettext("document", "Item"), pgettext("document", "Tax"),
+                      pgettext("document", "Net"))
+    columns = [(item, 0.46, "L"), (pgettext("document", "Qty"), 0.1, "R"),
+               (pgettext("document", "Unit price"), 0.16, "R"), (tax, 0.1, "R"),
+               (net, 0.18, "R")]
     if discounts:
-        columns[0] = ("Item", 0.36, "L")
-        columns.insert(3, ("Discount", 0.1, "R"))
+        columns[0] = (item, 0.36, "L")
+        columns.insert(3, (pgettext("document", "Discount"), 0.1, "R"))
     pdf.set_font("Sans", "B", 10)
     for name, share, align in columns:
         pdf.cell(width * share, 7, name, border="B", align=align)
     pdf.ln()
     pdf.set_font("Sans", "", 10)
     for line in invoice["line_items"]:
-        values = [line["description"], line["quantity"], line["unit_price"],
-                  f"{line['tax_rate']} %", shown(as_credit(line["net"], invoice), currency)]
+        values = [line["description"], number_shown(line["quantity"]),
+                  number_shown(line["unit_price"]), f"{number_shown(line['tax_rate'])} %",
+                  amount_shown(as_credit(line["net"], invoice), currency)]
         if discounts:
             discount = line.get("discount_percent", "0")
-            values.insert(3, f"{discount} %" if discount.strip("0.") else "")
-        for (_, share, align), value in zip(columns, values, strict=True):
+            values.insert(3, f"{number_shown(discount)} %" if discount.strip("0.") else "")
+        for (_name, share, align), value in zip(columns, values, strict=True):
             pdf.cell(width * share, 7, value, align=align)
         pdf.ln()
     pdf.ln(3)
@@ -424,30 +502,32 @@ def render_pdf(invoice: dict[str, Any], fonts: Path = FONTS) -> bytes:
     # The tax table: per rate, the net it is on and the tax (Directive 2006/112/EC, art. 226).
     label_width, amount_width = width * 0.64, width * 0.18
     pdf.set_font("Sans", "B", 10)
-    for name, cell_width in (("Tax rate", label_width), ("Net", amount_width),
-                             ("Tax", amount_width)):
+    for name, cell_width in ((pgettext("document", "Tax rate"), label_width),
+                             (net, amount_width), (tax, amount_width)):
         pdf.cell(cell_width, 6, name, border="B", align="R")
     pdf.ln()
     pdf.set_font("Sans", "", 10)
     notes = tax_notes(invoice)
     for rate in invoice["tax_breakdown"]:
-        pdf.cell(label_width, 6, f"{rate['rate']} %", align="R")
-        pdf.cell(amount_width, 6, shown(as_credit(rate["net"], invoice), currency), align="R")
-        pdf.cell(amount_width, 6, shown(as_credit(rate["tax"], invoice), currency), align="R",
-                 new_x="LMARGIN", new_y="NEXT")
+        pdf.cell(label_width, 6, f"{number_shown(rate['rate'])} %", align="R")
+        pdf.cell(amount_width, 6, amount_shown(as_credit(rate["net"], invoice), currency),
+                 align="R")
+        pdf.cell(amount_width, 6, amount_shown(as_credit(rate["tax"], invoice), currency),
+                 align="R", new_x="LMARGIN", new_y="NEXT")
         if rate["rate"] in notes:  # why this rate charges no VAT (art. 226(11), (11a))
             pdf.set_font("Sans", "", 8)
             pdf.multi_cell(width, 4, notes[rate["rate"]], align="R", new_x="LMARGIN",
                            new_y="NEXT")
             pdf.set_font("Sans", "", 10)
     pdf.ln(2)
-    total = "Total credited" if is_credit(invoice) else "Total"
+    total = pgettext("document", "Total credited") if is_credit(invoice) \
+        else pgettext("document", "Total")
     label_width = width * 0.82
-    for label, key in (("Net", "net"), ("Tax", "tax"), (total, "total")):
+    for label, key in ((net, "net"), (tax, "tax"), (total, "total")):
         pdf.set_font("Sans", "B" if key == "total" else "", 11 if key == "total" else 10)
         pdf.cell(label_width, 7, f"{label} ({currency})", align="R")
-        pdf.cell(amount_width, 7, shown(as_credit(invoice[key], invoice), currency), align="R",
-                 new_x="LMARGIN", new_y="NEXT")
+        pdf.cell(amount_width, 7, amount_shown(as_credit(invoice[key], invoice), currency),
+                 align="R", new_x="LMARGIN", new_y="NEXT")
     pdf.set_font("Sans", "", 10)
 
     paying = payment_lines(invoice)
@@ -457,7 +537,7 @@ def render_pdf(invoice: dict[str, Any], fonts: Path = FONTS) -> bytes:
         if code is not None and pdf.get_y() + 40 > pdf.page_break_trigger:
             pdf.add_page()  # the code and the terms beside it stay on one page
         top = pdf.get_y()
-        _heading(pdf, "Payment", width, new_x="LMARGIN", new_y="NEXT")
+        _heading(pdf, pgettext("document", "Payment"), width, new_x="LMARGIN", new_y="NEXT")
         pdf.multi_cell(width - 40, 5, "\n".join(paying), new_x="LMARGIN", new_y="NEXT")
         if code is not None:
             png = io.BytesIO()
@@ -465,12 +545,13 @@ def render_pdf(invoice: dict[str, Any], fonts: Path = FONTS) -> bytes:
             pdf.image(png, x=pdf.l_margin + width - 32, y=top, w=32, h=32)
             pdf.set_xy(pdf.l_margin + width - 32, top + 32)
             pdf.set_font("Sans", "", 7)
-            pdf.cell(32, 4, "Scan to pay", align="C", new_x="LMARGIN", new_y="NEXT")
+            pdf.cell(32, 4, pgettext("document", "Scan to pay"), align="C", new_x="LMARGIN",
+                     new_y="NEXT")
             pdf.set_font("Sans", "", 10)
             pdf.set_y(max(pdf.get_y(), top + 38))
     if invoice.get("notes"):
         pdf.ln(4)
-        _heading(pdf, "Notes", width, new_x="LMARGIN", new_y="NEXT")
+        _heading(pdf, pgettext("document", "Notes"), width, new_x="LMARGIN", new_y="NEXT")
         pdf.multi_cell(width, 5, invoice["notes"], new_x="LMARGIN", new_y="NEXT")
     footer = (invoice["seller"] or {}).get("footer")
     if footer:

@@ -488,8 +488,9 @@ def _buyer(db: sqlite3.Connection, draft: sqlite3.Row) -> tuple[dict[str, str], 
     if draft["customer_id"] is None:
         return {"name": draft["customer"]}, None
     found = customers.owned(db, draft["owner_id"], draft["customer_id"])
-    return {**{name: found[name] for name in BUYER}, "name": draft["customer"]}, \
-        found["revision"]
+    # The customer's language is frozen with the buyer: the issued document never changes.
+    return {**{name: found[name] for name in BUYER}, "name": draft["customer"],
+            "language": customers.language_of(found)}, found["revision"]
 
 
 def buyer_of_draft(db: sqlite3.Connection, actor_id: str, invoice_id: str

@@ -26,7 +26,7 @@ from typing import Any
 import jsonschema
 
 from studio import addresses, lines
-from studio.billing import balances, identifiers, money
+from studio.billing import balances, documents, identifiers, money
 from studio.errors import Refusal
 from studio.leasing.purpose import (
     AMOUNT,
@@ -391,19 +391,11 @@ def invoice_fields(row: Any) -> Invoice:
     }
 
 
-# The languages the built-in writer writes reminders in, by country (ISO 3166-1 alpha-2).
-LANGUAGES = {"DE": "de", "AT": "de", "CH": "de", "LI": "de", "FR": "fr", "BE": "fr",
-             "LU": "fr", "MC": "fr"}
-
-
 def language_of(row: Any) -> str:
-    """The customer's language where their country says it (de, fr), else the seller's,
-    else English."""
-    for party in ("buyer", "seller"):
-        country = (json.loads(row[party]) if row[party] else {}).get("country") or ""
-        if country.upper() in LANGUAGES:
-            return LANGUAGES[country.upper()]
-    return "en"
+    """The customer's language, kept with the buyer at issue: the one its document and
+    emails speak (`documents.language_of`)."""
+    buyer = json.loads(row["buyer"]) if row["buyer"] else None
+    return documents.language_of({"buyer": buyer, "customer": row["customer"]})
 
 
 def work_fields(db: Any, row: Any) -> Invoice:

@@ -17,8 +17,8 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
-from studio import addresses
-from studio.billing import balances, identifiers, shares
+from studio import addresses, i18n
+from studio.billing import balances, documents, identifiers, shares
 from studio.billing.invoices import owned
 from studio.errors import Refusal
 from studio.mail import smtp
@@ -105,6 +105,12 @@ def parse_send(body: dict[str, Any]) -> dict[str, Any]:
 # --- the words -------------------------------------------------------------------------------
 
 
+def language_of(invoice: Any) -> str:
+    """The language an invoice's emails speak: its document's (`documents.language_of`)."""
+    buyer = json.loads(invoice["buyer"]) if invoice["buyer"] else None
+    return documents.language_of({"buyer": buyer, "customer": invoice["customer"]})
+
+
 def _invoice_facts(db: sqlite3.Connection, invoice: sqlite3.Row) -> dict[str, Any]:
     seller = json.loads(invoice["seller"]) if invoice["seller"] else {}
     buyer = json.loads(invoice["buyer"]) if invoice["buyer"] else {}
@@ -122,36 +128,53 @@ def _invoice_facts(db: sqlite3.Connection, invoice: sqlite3.Row) -> dict[str, An
             "seller_email": seller.get("email") or "",
             "email": customer_email or buyer.get("email") or "",
             "amount_due": standing["amount_due"],
-            "payment_status": standing["payment_status"]}
+            "payment_status": standing["payment_status"], "language": language_of(invoice)}
 
 
 def default_words(facts: dict[str, Any], kind: str) -> tuple[str, str]:
-    """The subject and message a send starts with; the person may change both."""
-    what = "credit note" if facts["kind"] == "credit_note" else "invoice"
-    sign = f"\n\nKind regards,\n{facts['seller']}" if facts["seller"] else "\n\nKind regards"
-    from_whom = f" from {facts['seller']}" if facts["seller"] else ""
+    """The subject and message a send starts with, in the customer's language with its
+    amounts and dates; the person may change both."""
+    with i18n.use(facts["language"]):
+        return _words(facts, kind)
+
+
+def _words(facts: dict[str, Any], kind: str) -> tuple[str, str]:
+    _, seller = i18n.gettext, facts["seller"]
+    regards = _("Kind regards,")
+    sign = f"\n\n{regards}\n{seller}" if seller else f"\n\n{regards.rstrip(',')}"
+    words = {"number": facts["number"], "due_date": i18n.date(facts["due_date"]),
+             "seller": seller, "total": i18n.money(facts["total"], facts["currency"]),
+             "amount_due": i18n.money(facts["amount_due"] or facts["total"],
+                                      facts["currency"])}
+    hello = _("Hello,")
     if kind == "reminder":
-        due = facts["amount_due"] or facts["total"]
-        return (f"Reminder: invoice {facts['number']} is still open",
-                f"Hello,\n\nthis is a friendly reminder that invoice {facts['number']},"
-                f" due on {facts['due_date']}, still has {facts['currency']} {due} to pay."
-                " If you have already paid it, please ignore this email. The invoice is"
-                f" attached again for your records.{sign}")
-    if what == "credit note":
-        body = f"please find attached credit note {facts['number']}" \
-               f" for {facts['currency']} {facts['total']}."
-    elif facts["payment_status"] == "paid":
-        body = f"please find attached invoice {facts['number']} for your records:" \
-               " it is paid in full, thank you."
-    elif facts["payment_status"] == "partially_paid" or (
-            facts["amount_due"] not in (None, facts["total"])):  # credited or part paid
-        body = f"please find attached invoice {facts['number']}, with" \
-               f" {facts['currency']} {facts['amount_due']} left to pay," \
-               f" due on {facts['due_date']}."
+        return (_("Reminder: invoice {number} is still open").format(**words),
+                f"{hello}\n\n" + _(
+                    "this is a friendly reminder that invoice {number}, due on {due_date},"
+                    " still has {amount_due} to pay. If you have already paid it, please"
+                    " ignore this email. The invoice is attached again for your records."
+                ).format(**words) + sign)
+    if facts["kind"] == "credit_note":
+        subject = _("Credit note {number} from {seller}") if seller else _("Credit note {number}")
+        body = _("please find attached credit note {number} for {total}.")
     else:
-        body = f"please find attached invoice {facts['number']} for" \
-               f" {facts['currency']} {facts['total']}, due on {facts['due_date']}."
-    return f"{what.capitalize()} {facts['number']}{from_whom}", f"Hello,\n\n{body}{sign}"
+        subject = _("Invoice {number} from {seller}") if seller else _("Invoice {number}")
+        if facts["payment_status"] == "paid":
+            body = _("please find attached invoice {number} for your records: it is paid in"
+                     " full, thank you.")
+        elif facts["payment_status"] == "partially_paid" or (
+                facts["amount_due"] not in (None, facts["total"])):  # credited or part paid
+            body = _("please find attached invoice {number}, with {amount_due} left to pay,"
+                     " due on {due_date}.")
+        else:
+            body = _("please find attached invoice {number} for {total}, due on {due_date}.")
+    return subject.format(**words), f"{hello}\n\n{body.format(**words)}{sign}"
+
+
+def online_line(language: str, link: str) -> str:
+    """The line every email ends with: where the invoice is seen online."""
+    with i18n.use(language):
+        return i18n.gettext("View the invoice online: {link}").format(link=link)
 
 
 def _refuse_unless_sendable(invoice: sqlite3.Row, facts: dict[str, Any], kind: str) -> None:
@@ -198,7 +221,7 @@ def queue(db: sqlite3.Connection, actor_id: str, invoice_id: str, binding: str,
         if step is not None and "{link}" in message:
             message = message.replace("{link}", link)
         else:
-            message += f"\n\nView the invoice online: {link}"
+            message += f"\n\n{online_line(facts['language'], link)}"
         db.execute(
             "INSERT INTO sends (id, owner_id, invoice_id, kind, recipient, cc, subject, message,"
             " document_sha256, message_id, share_link_id, status, next_attempt_at, created_at,"

@@ -17,8 +17,8 @@ import re
 import sqlite3
 from typing import Any
 
-from studio import addresses
-from studio.billing import balances, identifiers
+from studio import addresses, i18n
+from studio.billing import balances, identifiers, reminding
 from studio.errors import Refusal
 from studio.mail import outbox
 from studio.store.dialect import account_lock, hold
@@ -26,24 +26,14 @@ from studio.store.transactions import after_commit, clock, savepoint
 
 log = logging.getLogger("studio.reminders")
 
-PLACEHOLDERS = ("number", "customer", "amount_due", "currency", "due_date", "days_overdue",
-                "link")
-PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
-MAX_STEPS = 10
+PLACEHOLDERS, PLACEHOLDER, MAX_STEPS = reminding.PLACEHOLDERS, reminding.PLACEHOLDER, \
+    reminding.MAX_STEPS
 MAX_DAYS = 365
 # Reminders queued in one transaction; the next look goes on where this one stopped.
 AT_ONCE = 50
 
 
 # --- the settings ----------------------------------------------------------------------------
-
-
-def _refuse_unknown_placeholders(text: str, where: str, allowed: tuple[str, ...]) -> None:
-    for name in PLACEHOLDER.findall(text):
-        if name not in allowed:
-            known = ", ".join(f"{{{known}}}" for known in allowed)
-            raise Refusal("invalid_body", f"The {where} holds {{{name}}}, which is not a"
-                                          f" placeholder the studio fills in; use {known}.")
 
 
 def _days(value: object, where: str) -> int:
@@ -74,9 +64,9 @@ def _step(raw: object, n: int) -> dict[str, Any]:
         raise Refusal("invalid_message", f"The message of {where} must be text of 1 to"
                                          f" {outbox.MAX_MESSAGE:,} characters.")
     message = identifiers.plain(message, f"message of {where}").strip()
-    _refuse_unknown_placeholders(subject, f"subject of {where}",
-                                 tuple(name for name in PLACEHOLDERS if name != "link"))
-    _refuse_unknown_placeholders(message, f"message of {where}", PLACEHOLDERS)
+    reminding.refuse_unknown_placeholders(subject, f"subject of {where}",
+                                          reminding.subject_placeholders())
+    reminding.refuse_unknown_placeholders(message, f"message of {where}")
     return {"days": days, "subject": subject.strip(), "message": message}
 
 
@@ -204,9 +194,12 @@ def _remind(db: sqlite3.Connection, invoice: Any, steps: list[dict[str, Any]],
     if not waiting:
         return 0
     standing = balances.standing_of(db, invoice, now)
+    # The amount and the date as the customer's language writes them; {currency} says which.
+    language = outbox.language_of(invoice)
     values = {"number": invoice["number"], "customer": invoice["customer"],
-              "amount_due": standing["amount_due"] or invoice["total"],
-              "currency": invoice["currency"], "due_date": invoice["due_date"],
+              "amount_due": i18n.number(standing["amount_due"] or invoice["total"], language),
+              "currency": invoice["currency"],
+              "due_date": i18n.date(invoice["due_date"], language),
               "days_overdue": str(max(0, (today - due).days))}
     queued = 0
     for step in waiting:

@@ -12,6 +12,7 @@ from typing import Any
 
 from babel.numbers import get_currency_precision
 
+from studio import i18n
 from studio.leasing.providers.seam import ProviderError, Unreadable
 from studio.leasing.purpose import Purpose
 from studio.leasing.readers import Reading, UnreadableReceipt, read_receipt
@@ -67,7 +68,8 @@ STYLES = [
 
 
 # Reminders in the customer's language: (subject, message) with {number}, {amount}, {due},
-# {late} and {seller} filled in. The amount is what is left to pay, as the invoice page says it.
+# {late} and {seller} filled in. The amount is what is left to pay, the amount and the date as
+# that language writes them.
 REMINDERS = {
     "en": ("Reminder: invoice {number} is {late_words}",
            "Hello,\n\nour records show that invoice {number}, due on {due}, still has {amount}"
@@ -84,11 +86,30 @@ REMINDERS = {
            " présente encore un solde de {amount}{late_sentence}. Nous vous remercions de bien"
            " vouloir la régler dans les meilleurs délais. Si le paiement a déjà été effectué,"
            " merci de ne pas tenir compte de ce message.\n\nCordialement,\n{seller}"),
+    "es": ("Recordatorio de pago: factura {number}",
+           "Buenos días:\n\nsegún nuestros registros, la factura {number}, con vencimiento el"
+           " {due}, tiene todavía un importe pendiente de {amount}{late_sentence}. Les"
+           " agradeceríamos que procedieran a su pago a la mayor brevedad posible. Si ya han"
+           " efectuado el pago, rogamos que ignoren este mensaje.\n\nAtentamente,\n{seller}"),
+    "it": ("Sollecito di pagamento: fattura {number}",
+           "Gentile cliente,\n\ndai nostri registri risulta che la fattura {number}, con"
+           " scadenza il {due}, presenta ancora un importo da saldare di {amount}"
+           "{late_sentence}. Le saremmo grati se potesse provvedere al pagamento quanto prima."
+           " Se ha già effettuato il pagamento, non tenga conto di questa e-mail.\n\n"
+           "Cordiali saluti,\n{seller}"),
+    "nl": ("Betalingsherinnering: factuur {number}",
+           "Goedendag,\n\nvolgens onze administratie staat van factuur {number}, met"
+           " vervaldatum {due}, nog {amount} open{late_sentence}. Wij verzoeken u vriendelijk"
+           " het bedrag zo spoedig mogelijk te voldoen. Heeft u inmiddels betaald, dan kunt u"
+           " deze e-mail als niet verzonden beschouwen.\n\nMet vriendelijke groet,\n{seller}"),
 }
 LATE = {
     "en": (" ({days} days after its due date)", "overdue", "still open"),
     "de": (" (seit {days} Tagen überfällig)", "", ""),
     "fr": (" (en retard de {days} jours)", "", ""),
+    "es": (" (vencida hace {days} días)", "", ""),
+    "it": (" (scaduta da {days} giorni)", "", ""),
+    "nl": (" ({days} dagen na de vervaldatum)", "", ""),
 }
 
 
@@ -99,12 +120,74 @@ def reminder(invoice: dict[str, Any]) -> dict[str, str]:
     subject, message = REMINDERS[language]
     late_days = int(invoice.get("days_late") or 0)
     late_sentence, overdue, open_ = LATE[language]
-    words = {"number": invoice["number"], "due": invoice["due_date"],
-             "amount": f"{invoice['currency']} {invoice['amount_due']}",
+    words = {"number": invoice["number"], "due": i18n.date(invoice["due_date"], language),
+             "amount": i18n.money(invoice["amount_due"], invoice["currency"], language),
              "seller": invoice.get("seller") or "",
              "late_sentence": late_sentence.format(days=late_days) if late_days else "",
              "late_words": overdue if late_days else open_}
     return {"subject": subject.format(**words), "message": message.format(**words).rstrip()}
+
+
+# A reminder step's words, with the placeholders the studio fills in for each invoice:
+# (subject, message) before the due date, then after it.
+WORDINGS = {
+    "en": (("Invoice {number} is due on {due_date}",
+            "Hello,\n\na friendly note that invoice {number} for {currency} {amount_due} is due"
+            " on {due_date}. If it is already on its way, thank you.\n\nView the invoice:"
+            " {link}"),
+           ("Reminder: invoice {number} is {days_overdue} days overdue",
+            "Hello,\n\ninvoice {number}, due on {due_date}, still has {currency} {amount_due}"
+            " to pay. We would be grateful if you could settle it soon; if you have already"
+            " paid, please ignore this email.\n\nView the invoice: {link}")),
+    "de": (("Rechnung {number} ist am {due_date} fällig",
+            "Guten Tag,\n\nwir möchten Sie freundlich daran erinnern, dass Rechnung {number}"
+            " über {currency} {amount_due} am {due_date} fällig wird.\n\nRechnung ansehen:"
+            " {link}"),
+           ("Zahlungserinnerung: Rechnung {number}",
+            "Guten Tag,\n\nbei Rechnung {number}, fällig am {due_date}, sind noch {currency}"
+            " {amount_due} offen (seit {days_overdue} Tagen). Bitte begleichen Sie den Betrag"
+            " zeitnah; sollten Sie bereits gezahlt haben, betrachten Sie diese E-Mail als"
+            " gegenstandslos.\n\nRechnung ansehen: {link}")),
+    "fr": (("La facture {number} arrive à échéance le {due_date}",
+            "Bonjour,\n\nnous vous rappelons que la facture {number} de {currency} {amount_due}"
+            " arrive à échéance le {due_date}.\n\nVoir la facture : {link}"),
+           ("Rappel : facture {number}",
+            "Bonjour,\n\nsauf erreur de notre part, la facture {number}, échue le {due_date},"
+            " présente encore un solde de {currency} {amount_due} ({days_overdue} jours de"
+            " retard). Merci de bien vouloir la régler ; si le paiement a déjà été effectué,"
+            " ne tenez pas compte de ce message.\n\nVoir la facture : {link}")),
+    "es": (("La factura {number} vence el {due_date}",
+            "Hola:\n\nle recordamos que la factura {number} por {currency} {amount_due} vence"
+            " el {due_date}.\n\nVer la factura: {link}"),
+           ("Recordatorio: factura {number}",
+            "Hola:\n\nla factura {number}, con vencimiento el {due_date}, tiene aún {currency}"
+            " {amount_due} pendientes ({days_overdue} días de retraso). Le rogamos que la abone"
+            " en breve; si ya la ha pagado, ignore este mensaje.\n\nVer la factura: {link}")),
+    "it": (("La fattura {number} scade il {due_date}",
+            "Buongiorno,\n\nle ricordiamo che la fattura {number} di {currency} {amount_due}"
+            " scade il {due_date}.\n\nVedi la fattura: {link}"),
+           ("Promemoria: fattura {number}",
+            "Buongiorno,\n\nla fattura {number}, scaduta il {due_date}, presenta ancora"
+            " {currency} {amount_due} da pagare ({days_overdue} giorni di ritardo). La"
+            " preghiamo di saldarla a breve; se ha già pagato, ignori questo messaggio.\n\n"
+            "Vedi la fattura: {link}")),
+    "nl": (("Factuur {number} vervalt op {due_date}",
+            "Goedendag,\n\nwe herinneren u eraan dat factuur {number} van {currency}"
+            " {amount_due} vervalt op {due_date}.\n\nFactuur bekijken: {link}"),
+           ("Herinnering: factuur {number}",
+            "Goedendag,\n\nop factuur {number}, vervallen op {due_date}, staat nog {currency}"
+            " {amount_due} open ({days_overdue} dagen te laat). Wilt u dit bedrag spoedig"
+            " betalen? Heeft u al betaald, dan kunt u dit bericht negeren.\n\nFactuur"
+            " bekijken: {link}")),
+}
+
+
+def reminder_wording(invoice: dict[str, Any]) -> dict[str, str]:
+    """A reminder step's words in the example invoice's language, with placeholders only:
+    the studio fills them in for each invoice it reminds."""
+    before, after = WORDINGS.get(invoice.get("language") or "en", WORDINGS["en"])
+    subject, message = before if int(invoice["reminder_days"]) <= 0 else after
+    return {"subject": subject, "message": message}
 
 
 # Receipts are read in the reader processes (readers/processes.py): the event loop never
@@ -229,6 +312,8 @@ class LocalProvider:
             await asyncio.sleep(min(self.delay_s, max(timeout, 0.0)))
         if purpose.name == "draft_reminder":
             return reminder(invoice)
+        if purpose.name == "reminder_wording":
+            return reminder_wording(invoice)
         if purpose.name == "read_receipt":
             return await self.read(invoice["receipts"], actor_id)
         return STYLES[(candidate - 1) % len(STYLES)](invoice)

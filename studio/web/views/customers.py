@@ -8,6 +8,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from studio import i18n
 from studio.billing import customers, identifiers
 from studio.store import bindings, paging
 from studio.web.negotiation import (
@@ -40,7 +41,7 @@ async def customer_list(request: Request) -> Response:
     onwards = paging.next_url(request.scope["path"], query, page.after)
     context = {"customers": page.items, "onwards": onwards, "first_page": after is None,
                "q": searched, "request_id": str(uuid.uuid4()),
-               "countries": identifiers.countries()}
+               "countries": identifiers.countries(), "language_names": i18n.NAMES}
     response = answer(request, page.items, template="customers.html", context=context)
     response.headers.update(paging.link_header(onwards))
     return response
@@ -62,7 +63,8 @@ async def customer_page(request: Request) -> Response:
     if answer_kind(request) == "json":
         return JSONResponse(customer, headers=PRIVATE)
     return render(request, "customer.html", {"customer": customer,
-                                             "countries": identifiers.countries()})
+                                             "countries": identifiers.countries(),
+                                             "language_names": i18n.NAMES})
 
 
 async def edit_customer(request: Request) -> Response:

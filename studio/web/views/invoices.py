@@ -13,6 +13,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
+from studio import i18n
 from studio.billing import (
     balances,
     customers,
@@ -284,4 +285,6 @@ async def invoice_pdf(request: Request) -> Response:
 
 async def printable(request: Request) -> Response:
     invoice = await _issued_document(request)
-    return render(request, "document.html", documents.page_of(invoice))
+    page = documents.page_of(invoice)
+    with i18n.use(page["language"]):  # the customer's document, in the customer's language
+        return render(request, "document.html", page)

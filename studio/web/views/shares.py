@@ -9,6 +9,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
+from studio import i18n
 from studio.billing import documents, shares
 from studio.web.negotiation import (
     PRIVATE,
@@ -94,8 +95,10 @@ async def _opened(request: Request) -> shares.Opened | None:
 
 
 def _not_found(request: Request) -> Response:
-    """One answer for every link that opens nothing: revoked, expired, malformed or made up."""
-    return _shared(render(request, "shared_missing.html", {}, 404))
+    """One answer for every link that opens nothing: revoked, expired, malformed or made up;
+    in the language the holder's browser asks for, as no invoice says whose it is."""
+    with i18n.use(i18n.from_accept_language(request.headers.get("accept-language"))):
+        return _shared(render(request, "shared_missing.html", {}, 404))
 
 
 async def shared_invoice(request: Request) -> Response:
@@ -105,7 +108,8 @@ async def shared_invoice(request: Request) -> Response:
     token = request.path_params["token"]
     # The printable view itself (templates/document.html), with the link's own PDF.
     context = {**documents.page_of(documents.with_prices_shown(opened.invoice)), "token": token}
-    return _shared(render(request, "shared_invoice.html", context))
+    with i18n.use(context["language"]):  # the customer's document, in the customer's language
+        return _shared(render(request, "shared_invoice.html", context))
 
 
 async def shared_pdf(request: Request) -> Response:

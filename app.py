@@ -91,7 +91,7 @@ def create_app(settings: Settings | None = None, providers: dict[str, Provider] 
             if settings.demo:
                 await ensure_demo(db, settings)
             known = Providers(settings, providers)
-            worker = Worker(db, known, settings)
+            worker = Worker(db, known, settings, beside_pages=True)
             app.state.studio = Studio(
                 settings=settings, db=db, sessions=sessions_for(db, settings),
                 providers=known, worker=worker if settings.embedded_worker else None,

@@ -65,6 +65,7 @@ from bench.setup import (
     serving,
     signed_in,
     studio_env,
+    timed_polls,
     wrk,
 )
 from studio.accounts.auth import Actor
@@ -100,6 +101,7 @@ TARGETS: dict[str, tuple[str, float]] = {
     "send_queue_ratio": ("<=", 1.5),
     "recurring_catch_up_ratio": ("<=", 2.0),
     "recurring_duplicates": ("==", 0),
+    "poll_under_catch_up_ratio": ("<=", 2.0),
     "export_mb_100k": ("<=", 20),
     "receipt_s": ("<=", 3.0),
     "receipt_lines_exact": (">=", 0.95),
@@ -142,7 +144,8 @@ FIGURES: dict[str, tuple[str, ...]] = {
     "export": ("export_mb_100k",),
     "facturx": ("facturx_ms",),
     "sending": ("send_queue_ratio", "send_queue_call_ratio"),
-    "recurring": ("recurring_catch_up_ratio", "recurring_duplicates"),
+    "recurring": ("recurring_catch_up_ratio", "recurring_duplicates",
+                  "poll_under_catch_up_ratio"),
     "receipts": ("receipt_s", "receipt_lines_exact", "poll_under_receipts_ratio",
                  "receipt_rss_mb", "receipt_totals_exact", "receipt_real_totals_exact",
                  "receipt_real_lines_exact", "receipt_real_whole", "receipt_real_s_mean",
@@ -460,18 +463,6 @@ def bench_http(work: Path, seconds: float, rounds: int = ROUNDS) -> dict[str, An
 
 
 # --- a wrong-password flood: does everyone else still get answered? ------------------------
-
-
-def timed_polls(client: httpx.Client, path: str, seconds: float) -> list[float]:
-    """Poll like a browser tab (every 50 ms) and keep each reply's latency in ms."""
-    latencies: list[float] = []
-    until = time.monotonic() + seconds
-    while time.monotonic() < until:
-        started = time.perf_counter()
-        client.get(path).raise_for_status()
-        latencies.append((time.perf_counter() - started) * 1000)
-        time.sleep(0.05)
-    return latencies
 
 
 def worker_throughput(client: httpx.Client, invoices: list[str], seconds: float,
@@ -886,6 +877,11 @@ def print_table(results: dict[str, Any]) -> None:
         print(f"a catch-up of {results['recurring_periods']} recurring periods on two workers:"
               f" {results['recurring_catch_up_s']:.1f} s; the same invoices made and issued"
               f" as the API does: {results['recurring_api_s']:.1f} s")
+    if "poll_under_catch_up_ratio" in results:
+        print(f"polls while a served studio and a worker catch up"
+              f" {results['catch_up_polled_periods']} periods: median"
+              f" {results['poll_catch_up_p50_ms']:.1f} ms, idle"
+              f" {results['poll_idle_p50_ms']:.1f} ms")
     if "send_queue_ms" in results:
         print(f"an email queued: studio {results['send_queue_ms']:.2f} ms, raw"
               f" {results['send_queue_raw_ms']:.2f} ms (binding, share link and outbox row)")
@@ -966,8 +962,9 @@ def steps(size: str) -> dict[str, Callable[[Path], dict[str, Any]]]:
         "export": lambda w: bench_export(w, n(100_000, 100_000, 300)),
         "facturx": lambda w: facturx.bench_facturx(w, n(20, 5, 2)),
         "sending": lambda w: asyncio.run(sending.bench_send_queue(w, n(200, 40, 5))),
-        "recurring": lambda w: asyncio.run(recurring.bench_recurring(w, n(100, 20, 2),
-                                                                     n(10, 5, 2))),
+        "recurring": lambda w: {
+            **asyncio.run(recurring.bench_recurring(w, n(100, 20, 2), n(10, 5, 2))),
+            **recurring.bench_polls_during_catch_up(w, seconds, n(100, 20, 2), n(10, 5, 2))},
         "receipts": lambda w: bench_receipts(w, seconds, n(None, None, 2)),
         "pg": lambda w: pg.in_cluster(size),
     }

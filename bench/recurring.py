@@ -2,17 +2,35 @@
 invoices missed (each period made and issued in its own transaction, by whichever worker
 takes it) against the same number of invoices made and issued through the write units the
 API's handlers call (a draft, then its issue), by two writers at once, on a file of its own
-seeded alike. `recurring_duplicates` counts periods made more than once: it must be 0."""
+seeded alike. `recurring_duplicates` counts periods made more than once: it must be 0.
+
+`poll_under_catch_up_ratio`: a served studio and a `studio worker` beside it catch up as many
+periods, asked for through the API; a tab's poll meanwhile, median latency over idle."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
+import sqlite3
+import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.setup import LINES, actor_with_drafts, open_studio_db, seeding
+from bench.setup import (
+    LINES,
+    ROOT,
+    actor_with_drafts,
+    open_studio_db,
+    seeding,
+    serving,
+    signed_in,
+    studio_env,
+    timed_polls,
+)
 from studio.billing import customers, invoices, recurring
 from studio.config import Settings
 from studio.ops.audit import audit_file
@@ -111,3 +129,50 @@ async def bench_recurring(work: Path, schedules_n: int, periods: int) -> dict[st
     return {"recurring_catch_up_ratio": clock_s / api_s, "recurring_duplicates": made - distinct,
             "recurring_catch_up_s": clock_s, "recurring_api_s": api_s,
             "recurring_periods": total}
+
+
+def _made(path: Path) -> int:
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        return db.execute("SELECT COUNT(*) FROM recurring_periods").fetchone()[0]
+
+
+def bench_polls_during_catch_up(work: Path, seconds: float, schedules_n: int, periods: int
+                                ) -> dict[str, Any]:
+    """A tab polling its request while the clocks of a served studio and a second worker
+    make `schedules_n` x `periods` missed periods: median latency over the idle median."""
+    path = work / "recurring-polls.db"
+    env = studio_env(path)
+    total = schedules_n * periods
+    with serving("studio serve", env, work / "recurring-polls.log", demo=True) as studio:
+        client = signed_in(studio.url)
+        invoice = client.get("/invoices").json()[0]["id"]
+        lease = client.post("/leases", json={
+            "request_id": "catch-up-poll", "purpose": "summarize_invoice",
+            "invoice_ids": [invoice], "providers": ["local"]}).json()
+        poll_path = f"/leases/{lease['lease_id']}"
+        customer = client.post("/customers", json={
+            "name": "Bench Ltd", "email": "ap@bench.test"}).json()["id"]
+        idle = timed_polls(client, poll_path, seconds)
+        log = (work / "recurring-polls-worker.log").open("wb")
+        worker = subprocess.Popen([sys.executable, "-m", "studio.ops.cli", "worker"],
+                                  cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            starts = (dt.datetime.now(dt.UTC).date() - dt.timedelta(weeks=periods - 1))
+            for n in range(schedules_n):
+                made = client.post("/recurring", json={
+                    "request_id": f"catch-up-{n}", "customer_id": customer,
+                    "currency": "EUR", "line_items": LINES, "every": "week",
+                    "starts": starts.isoformat(), "backfill": True, "action": "issue"})
+                made.raise_for_status()
+            busy = timed_polls(client, poll_path, 0, until=lambda: _made(path) >= total)
+            if worker.poll() is not None:
+                raise SystemExit("studio worker exited during the catch-up:\n"
+                                 + (work / "recurring-polls-worker.log").read_text())
+        finally:
+            worker.terminate()
+            worker.wait(timeout=30)
+            log.close()
+        client.close()
+    return {"poll_under_catch_up_ratio": statistics.median(busy) / statistics.median(idle),
+            "poll_catch_up_p50_ms": statistics.median(busy),
+            "poll_idle_p50_ms": statistics.median(idle), "catch_up_polled_periods": total}

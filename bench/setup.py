@@ -275,3 +275,17 @@ def wrk(url: str, seconds: float, connections: int, **env: str) -> dict[str, Any
     figures["errors"] = sum(figures[k] for k in ("non2xx", "connect", "read", "write",
                                                  "timeout"))
     return figures
+
+
+def timed_polls(client: httpx.Client, path: str, seconds: float,
+                until: Callable[[], bool] | None = None) -> list[float]:
+    """Poll like a browser tab (every 50 ms) and keep each reply's latency in ms, for
+    `seconds`, or with `until`, until it says done."""
+    latencies: list[float] = []
+    stop = time.monotonic() + seconds
+    while (until is None and time.monotonic() < stop) or (until is not None and not until()):
+        started = time.perf_counter()
+        client.get(path).raise_for_status()
+        latencies.append((time.perf_counter() - started) * 1000)
+        time.sleep(0.05)
+    return latencies

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,8 @@ from studio.store.transactions import DatabaseUnavailable, after_commit
 log = logging.getLogger("studio.schedules")
 
 LOOK_EVERY_S = 0.5
+# Beside the pages, a catch-up rests this many times as long as each period took.
+PAGES_FIRST = 3.0
 # Schedules a look considers at once, the longest waiting first.
 DUE_AT_ONCE = 20
 
@@ -80,14 +83,20 @@ def remind_next(db: sqlite3.Connection, settings: Settings, queued: Callable[[],
 
 
 async def keep_the_clock(db: Database, settings: Settings, wake: asyncio.Event,
-                         queued: Callable[[], None]) -> None:
+                         queued: Callable[[], None], beside_pages: bool = False) -> None:
     """Make every due period, queue every due reminder (with a mail server to send them),
-    then look again about every half second (or when woken)."""
+    then look again about every half second (or when woken). Beside the pages (in `studio
+    serve`), a catch-up rests between periods as long as `PAGES_FIRST` times the period took:
+    the pages' polls are answered as when idle, and a `studio worker` catches up at full
+    speed."""
     while True:
         try:
-            while await db.read(recurring.any_due) and await db.write(make_next, settings,
-                                                                      queued):
-                pass
+            while await db.read(recurring.any_due):
+                started = time.perf_counter()
+                if not await db.write(make_next, settings, queued):
+                    break
+                if beside_pages:
+                    await asyncio.sleep((time.perf_counter() - started) * PAGES_FIRST)
             while settings.smtp_url and await db.read(reminders.accounts_due) \
                     and await db.write(remind_next, settings, queued):
                 pass

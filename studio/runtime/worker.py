@@ -291,8 +291,10 @@ async def _idle(wake: asyncio.Event) -> None:
 class Worker:
     """Runs tasks a few at a time; any number of workers may share one database."""
 
-    def __init__(self, db: Database, providers: Providers, settings: Settings) -> None:
+    def __init__(self, db: Database, providers: Providers, settings: Settings,
+                 beside_pages: bool = False) -> None:
         self.db = db
+        self.beside_pages = beside_pages  # in `studio serve`: the pages' answers come first
         self.providers = providers
         self.settings = settings
         self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -314,7 +316,7 @@ class Worker:
 
     async def run(self) -> None:
         beside = [asyncio.create_task(schedules.keep_the_clock(
-            self.db, self.settings, self.clock_wake, self._sends_queued))]
+            self.db, self.settings, self.clock_wake, self._sends_queued, self.beside_pages))]
         if self.delivery is not None:
             beside.append(asyncio.create_task(self.delivery.run()))
         try:

@@ -62,6 +62,20 @@
     document.getElementById("frozen-body").textContent = JSON.stringify(frozen, null, 2);
     review.dataset.requestId = frozen.request_id;
     button.disabled = false;
+    // A review that asks the person to confirm something (the tax) sends only once ticked,
+    // and then says so in the body (`confirm_tax: true`); the request id stays the same.
+    var confirm = review.querySelector("input[data-confirms]");
+    if (confirm) {
+      var confirmed = function () {
+        var body = Object.assign({}, frozen);
+        if (confirm.checked) { body[confirm.name] = true; }
+        text = JSON.stringify(body);
+        document.getElementById("frozen-body").textContent = JSON.stringify(body, null, 2);
+        button.disabled = !confirm.checked;
+      };
+      confirm.addEventListener("change", confirmed);
+      confirmed();
+    }
 
     button.addEventListener("click", function () {
       button.disabled = true;

@@ -39,6 +39,9 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "draft_changed": (
         409, "This draft changed since you opened it. Reload it and make your change again."),
     "invoice_not_issued": (409, "This invoice is still a draft; it has no document yet."),
+    "tax_needs_confirming": (
+        409, "This invoice's VAT does not look right for this customer; check the rates, or"
+             " confirm the tax as it is to issue it."),
     "nothing_to_read": (
         422, "This draft has no receipt attached to read. Attach a photo or PDF of it first."),
     "invoice_changed": (

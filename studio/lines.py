@@ -13,6 +13,14 @@ import re
 import unicodedata
 
 MAX_LINES = 200  # on one invoice
+# Rates in force where the studio's sellers buy and sell, the standard rate first: the receipt
+# reader knows a rate by them, and a seller's new line starts at its country's first.
+STATUTORY_RATES = {
+    "DE": ["19", "7", "0"], "AT": ["20", "10", "13", "0"], "FR": ["20", "10", "5.5", "2.1"],
+    "GB": ["20", "5", "0"], "CH": ["8.1", "2.6", "3.8"], "BE": ["21", "12", "6"],
+    "NL": ["21", "9"], "LU": ["17", "14", "8", "3"], "IE": ["23", "13.5", "9", "4.8"],
+    "IT": ["22", "10", "5", "4"], "ES": ["21", "10", "4"],
+}
 MAX_DESCRIPTION = 500
 MAX_TOTAL = 10**15  # an invoice's total stays below it, so no sum ever loses a digit
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import re
 import sqlite3
 import struct
 import time
@@ -439,6 +440,28 @@ async def test_attaching_or_removing_is_a_new_revision_so_a_stale_issue_review_i
     fragment = await client.get(f"/invoices/{invoice}/attachments",
                                 headers={"HX-Request": "true", "Accept": "text/html"})
     assert f'value="{reviewed + 2}" id="draft-revision" hx-swap-oob="true"' in fragment.text
+
+
+async def test_attaching_a_receipt_does_not_mark_the_draft_edited_but_an_edit_does(studio):
+    client = await studio.signed_in()
+    made = await client.post("/invoices", json={
+        "customer": "Fresh Co", "currency": "EUR", "due_date": "2099-01-01",
+        "line_items": [{"description": "Work", "quantity": "1", "unit_price": "10",
+                        "tax_rate": "0"}]})
+    invoice = made.json()["id"]
+    attached = (await send(client, invoice, "key-edited", png(41))).json()
+    await client.delete(f"/attachments/{attached['attachment_id']}")
+    await send(client, invoice, "key-edited-2", png(42))
+    stored = rows(studio.settings.db_path, "SELECT revision, created_at, updated_at"
+                                           " FROM invoices WHERE id = ?", invoice)[0]
+    assert stored["revision"] == 4 and stored["updated_at"] == stored["created_at"]
+    assert (await client.get(f"/invoices/{invoice}")).json()["edited"] is False
+    page = await client.get(f"/invoices/{invoice}", headers={"Accept": "text/html"})
+    assert re.search(r'id="revision-badge"[^>]*hidden', page.text)
+    edited = await client.patch(f"/invoices/{invoice}", json={"revision": 4, "notes": "PO 7"})
+    assert edited.json()["edited"] is True
+    page = await client.get(f"/invoices/{invoice}", headers={"Accept": "text/html"})
+    assert not re.search(r'id="revision-badge"[^>]*hidden', page.text)
 
 
 async def test_odd_multipart_bodies_are_4xx_and_leave_no_row_and_no_file(studio):

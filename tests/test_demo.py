@@ -5,6 +5,8 @@ own units; and `seed_demo`, the ground the suite builds on, left as it was."""
 from __future__ import annotations
 
 import datetime as dt
+import json
+from decimal import Decimal
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -13,6 +15,7 @@ import pytest
 from schwifty import BIC, IBAN
 from stdnum.eu import vat
 
+from studio.billing import documents
 from studio.ops.audit import problems
 from studio.ops.demo import INVOICES, seed_demo, seed_full_demo
 from studio.store.sqlite import prepare
@@ -150,6 +153,24 @@ def test_the_demos_customers_and_sellers_pass_the_studios_own_checks(tmp_path: P
     ada = rows(path, "SELECT iban, bic, vat_id FROM profiles JOIN actors ON actors.id ="
                      " profiles.actor_id WHERE actors.email = ?", ADA)[0]
     assert tuple(ada) == ("DE89370400440532013000", "COBADEFF", "DE136695976")
+
+
+def test_the_demo_charges_no_vat_to_businesses_in_other_member_states(tmp_path: Path) -> None:
+    """Ada sells from Germany: her Swedish and Belgian customers, businesses with VAT IDs,
+    pay their own VAT (reverse charge), so their invoices are at 0 % and say why."""
+    path = fresh(tmp_path)
+    seeded(path, seed_full_demo)
+    found = {row["customer"]: row for row in rows(
+        path, "SELECT invoices.customer, invoices.tax, invoices.line_items, invoices.seller,"
+              " invoices.buyer FROM invoices JOIN actors ON actors.id = invoices.owner_id"
+              " WHERE actors.email = ? AND invoices.kind = 'invoice'"
+              " AND invoices.status = 'issued'", ADA)}
+    for customer in ("Lindqvist Architects", "Hollow Oak Bakery"):
+        invoice = found[customer]
+        assert Decimal(invoice["tax"]) == 0, customer
+        assert {line["tax_rate"] for line in json.loads(invoice["line_items"])} == {"0"}
+        parties = {"seller": json.loads(invoice["seller"]), "buyer": json.loads(invoice["buyer"])}
+        assert documents.zero_rate_category(parties) is documents.REVERSE_CHARGE
 
 
 def test_the_demo_is_made_once(tmp_path: Path) -> None:

@@ -145,7 +145,7 @@ def bind(db: sqlite3.Connection, actor_id: str, invoice_id: str, client_key: str
             " sha256, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (attachment_id, actor_id, invoice_id, upload.filename, content_type, upload.size,
              upload.sha256, now))
-        _touch_draft(db, invoice_id, now)
+        _touch_draft(db, invoice_id)
         logs.state_change("attachment", attachment_id, actor_id, None, "attached", "uploaded",
                           invoice_id=invoice_id)
         store.keep(db, upload, actor_id)
@@ -155,11 +155,12 @@ def bind(db: sqlite3.Connection, actor_id: str, invoice_id: str, client_key: str
     return _listed(db, attachment_id), created
 
 
-def _touch_draft(db: sqlite3.Connection, invoice_id: str, now: float) -> None:
+def _touch_draft(db: sqlite3.Connection, invoice_id: str) -> None:
     """Attachments are part of what issuing freezes: a change to them is a new revision, so
-    an issue review step that listed other attachments is refused as `draft_changed`."""
-    db.execute("UPDATE invoices SET revision = revision + 1, updated_at = ? WHERE id = ?"
-               " AND status = 'draft'", (now, invoice_id))
+    an issue review step that listed other attachments is refused as `draft_changed`. The
+    draft's own fields are not edited: its `updated_at`, which its "Edited" mark reads, stays."""
+    db.execute("UPDATE invoices SET revision = revision + 1 WHERE id = ? AND status = 'draft'",
+               (invoice_id,))
 
 
 def remove(db: sqlite3.Connection, actor_id: str, attachment_id: str, store: Store) -> None:
@@ -173,7 +174,7 @@ def remove(db: sqlite3.Connection, actor_id: str, attachment_id: str, store: Sto
         raise Refusal("attachment_not_found")
     draft_of(db, actor_id, row["invoice_id"])
     db.execute("DELETE FROM attachments WHERE id = ?", (attachment_id,))
-    _touch_draft(db, row["invoice_id"], clock(None))
+    _touch_draft(db, row["invoice_id"])
     logs.state_change("attachment", attachment_id, actor_id, "attached", "deleted", "deleted",
                       invoice_id=row["invoice_id"])
     db.execute("DELETE FROM request_bindings WHERE actor_id = ? AND kind = 'attachment'"

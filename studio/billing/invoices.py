@@ -20,9 +20,9 @@ import uuid
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from studio import counters, logs
+from studio import counters, i18n, logs
 from studio.accounts.auth import Actor
-from studio.billing import balances, customers, identifiers, money, profiles
+from studio.billing import balances, customers, identifiers, money, profiles, taxes
 from studio.errors import Refusal
 from studio.store import bindings, paging
 from studio.store.db import Database
@@ -163,6 +163,17 @@ def parse_revision(body: dict[str, Any]) -> int:
     return identifiers.revision(body.get("revision"), "draft")
 
 
+def parse_confirm_tax(body: dict[str, Any]) -> bool:
+    """Whether the person confirmed the invoice's tax as it is (`confirm_tax: true`), after
+    issuing asked (409 `tax_needs_confirming`)."""
+    given = body.get("confirm_tax")
+    if given in (None, False, "", "false"):
+        return False
+    if given in (True, "true", "on"):
+        return True
+    raise Refusal("invalid_body", "confirm_tax must be true (issue the tax as it is) or false.")
+
+
 # --- reading ---------------------------------------------------------------------------------
 
 
@@ -223,6 +234,9 @@ def as_json(db: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
     invoice = {
         "id": row["id"], "number": row["number"], "status": row["status"],
         "kind": row["kind"], "credits": row["credits"], "revision": row["revision"],
+        # Changed since it was first saved: its own fields, not its attachments.
+        "edited": row["status"] == "draft" and bool(row["updated_at"] and row["created_at"])
+        and row["updated_at"] > row["created_at"],
         "customer": row["customer"], "customer_id": row["customer_id"],
         "buyer": json.loads(row["buyer"]) if row["buyer"] else None,
         "currency": row["currency"], "issue_date": row["issue_date"],
@@ -334,6 +348,16 @@ def _some(db: sqlite3.Connection, actor_id: str, invoice_ids: list[str]) -> list
 # --- drafts ----------------------------------------------------------------------------------
 
 
+def default_rate(db: sqlite3.Connection, actor_id: str, customer_id: object) -> str | None:
+    """The rate a new line of the actor's draft starts at for this customer (see
+    `taxes.default_rate`); a customer not the actor's counts as none, the draft refuses it."""
+    buyer = None
+    if isinstance(customer_id, str) and customer_id.strip():
+        buyer = db.execute("SELECT name, country, vat_id FROM customers WHERE id = ?"
+                           " AND owner_id = ?", (customer_id.strip(), actor_id)).fetchone()
+    return taxes.default_rate(profiles.profile_of(db, actor_id), dict(buyer) if buyer else None)
+
+
 def create_draft(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any],
                  request_id: str | None, now: float | None = None, binding: str = "draft"
                  ) -> tuple[dict, bool]:
@@ -384,6 +408,8 @@ def edit_draft(db: sqlite3.Connection, actor_id: str, invoice_id: str, revision:
     now = clock(now)
     row = _refuse_unless_draft(db, actor_id, invoice_id, revision)
     before = {**dict(row), "line_items": json.loads(row["line_items"])}
+    body = taxes.with_default_rate(body, default_rate(
+        db, actor_id, body.get("customer_id", row["customer_id"])))
     fields = _with_customer(db, actor_id, parse_draft(body, before))
     if _unchanged(row, fields):
         return as_json(db, row)
@@ -440,8 +466,18 @@ def make_credit_note(db: sqlite3.Connection, actor_id: str, invoice_id: str,
                                             "a draft can simply be edited.")
     if row["kind"] != "invoice":
         raise Refusal("not_creditable")
+    # One credit note of an invoice is drafted at a time: asking again, with whatever request
+    # id, opens that draft; once it is issued or deleted, the next is a new one.
+    drafted = db.execute("SELECT id FROM invoices WHERE credits = ? AND owner_id = ?"
+                         " AND status = 'draft' ORDER BY created_at, id LIMIT 1",
+                         (invoice_id, actor_id)).fetchone()
+    open_id = drafted["id"] if drafted else None
+    made: list[str] = []
 
     def make(note_id: str) -> None:
+        if note_id == open_id:
+            return
+        made.append(note_id)
         db.execute(
             "INSERT INTO invoices (id, owner_id, kind, credits, customer, customer_id,"
             " currency, due_date, supply_date, line_items, net, tax, total, created_at,"
@@ -453,13 +489,14 @@ def make_credit_note(db: sqlite3.Connection, actor_id: str, invoice_id: str,
         )
 
     if request_id is None:
-        note_id, created = str(uuid.uuid4()), True
+        note_id = open_id or str(uuid.uuid4())
         make(note_id)
     else:
-        note_id, created = bindings.once(db, actor_id, "credit_note", request_id,
-                                         bindings.fingerprint({"credits": invoice_id}), make, now)
+        note_id, _ = bindings.once(db, actor_id, "credit_note", request_id,
+                                   bindings.fingerprint({"credits": invoice_id}), make, now,
+                                   target_id=open_id)
     return as_json(db, db.execute("SELECT * FROM invoices WHERE id = ?",
-                                  (note_id,)).fetchone()), created
+                                  (note_id,)).fetchone()), bool(made)
 
 
 # --- issuing ---------------------------------------------------------------------------------
@@ -565,12 +602,30 @@ def _issued(db: sqlite3.Connection, invoice_id: str) -> dict[str, Any]:
             "issued_at": timestamp(row["issued_at"])}
 
 
+def tax_to_confirm(kind: str, seller: dict[str, Any], buyer: dict[str, Any],
+                   lines: list[dict[str, Any]]) -> list[str]:
+    """What issuing asks the person to confirm about the tax (`taxes.to_confirm`); nothing
+    for a credit note, which follows the invoice it corrects."""
+    return taxes.to_confirm(seller, buyer, lines) if kind == "invoice" else []
+
+
+def _refuse_tax_unconfirmed(row: sqlite3.Row, seller: dict[str, Any], buyer: dict[str, Any]
+                            ) -> None:
+    """An invoice whose tax breaks a rule known to apply is issued only once the person
+    confirms it."""
+    found = tax_to_confirm(row["kind"], seller, buyer, json.loads(row["line_items"]))
+    if found:
+        raise Refusal("tax_needs_confirming", " ".join(found) + " " + i18n.gettext(
+            "Change the rates, or confirm the tax as it is to issue it (confirm_tax: true)."))
+
+
 def issue(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: str,
-          revision: int, now: float | None = None, customer_revision: int | None = None
-          ) -> tuple[dict[str, Any], bool]:
+          revision: int, now: float | None = None, customer_revision: int | None = None,
+          tax_confirmed: bool = True) -> tuple[dict[str, Any], bool]:
     """Issue the reviewed revision of a draft, once per request id, in one transaction:
     binding, ownership, still a draft, the revision (and the customer's, when given),
-    complete, the counter, the number, the frozen hash. Returns (receipt, created)."""
+    complete, the tax confirmed where asked (`tax_confirmed=False` asks), the counter, the
+    number, the frozen hash. Returns (receipt, created)."""
     hold(db, account_lock(actor_id))
     now = clock(now)
     receipt: dict[str, Any] = {}
@@ -580,6 +635,8 @@ def issue(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: st
         buyer, found_revision = _buyer(db, row)
         _refuse_unless_reviewed(customer_revision, found_revision)
         seller = profiles.seller_snapshot(db, actor_id)
+        if not tax_confirmed:
+            _refuse_tax_unconfirmed(row, seller, buyer)
         if row["kind"] == "credit_note":
             _refuse_excess_credit(db, row)
         issued_on = dt.datetime.fromtimestamp(now, dt.UTC).date()

@@ -18,7 +18,7 @@ import time
 
 from studio import assets
 from studio.accounts.auth import add_actor
-from studio.billing import attachments, customers, invoices, payments, profiles
+from studio.billing import attachments, customers, invoices, payments, profiles, taxes
 from studio.config import Settings
 from studio.store.db import Database
 from studio.store.dialect import hold
@@ -149,9 +149,20 @@ def _day_of(moment: float) -> dt.date:
     return dt.datetime.fromtimestamp(moment, dt.UTC).date()
 
 
-def _lines(lines: list[tuple[str, str, str, str]]) -> list[dict[str, str]]:
-    return [{"description": d, "quantity": q, "unit_price": p, "tax_rate": r}
+def _lines(lines: list[tuple[str, str, str, str]], rate: str | None = None
+           ) -> list[dict[str, str]]:
+    """The lines, each at `rate` when one is given (the rate the customer is billed at)."""
+    return [{"description": d, "quantity": q, "unit_price": p, "tax_rate": rate or r}
             for d, q, p, r in lines]
+
+
+def _billed_at(db: sqlite3.Connection, actor_id: str, customer_id: str | None) -> str | None:
+    """0 for a business in another member state, which pays its own VAT (reverse charge), so
+    the full demo's German seller charges it none; else each line's own rate."""
+    if customer_id is None:
+        return None
+    rate = invoices.default_rate(db, actor_id, customer_id)
+    return rate if rate == taxes.NO_RATE else None
 
 
 def seed_demo(db: sqlite3.Connection) -> None:
@@ -199,8 +210,11 @@ def seed_full_demo(db: sqlite3.Connection) -> list[str]:
         due = max(_day_of(issued_at), today - dt.timedelta(days=7))
         draft, _ = invoices.create_draft(db, actor_id, invoices.parse_draft({
             "customer": customer, "customer_id": named[customer], "currency": currency,
-            "due_date": due.isoformat(), "line_items": _lines(lines)}), None, issued_at)
-        invoices.issue(db, actor_id, draft["id"], f"demo-{draft['id']}", 1, issued_at)
+            "due_date": due.isoformat(),
+            "line_items": _lines(lines, _billed_at(db, actor_id, named[customer]))}),
+            None, issued_at)
+        invoices.issue(db, actor_id, draft["id"], f"demo-{draft['id']}", 1, issued_at,
+                       tax_confirmed=False)
 
         if email in CREDIT_NOTES:
             credited, lines = CREDIT_NOTES[email]
@@ -226,11 +240,13 @@ def _issued_for(db: sqlite3.Connection, actor_id: str, email: str, named: dict[s
     issued: dict[str, str] = {}
     for n, (customer, currency, days, lines, issue) in enumerate(INVOICES[email]):
         due = _day_of(start + n) + dt.timedelta(days=days)
+        rate = _billed_at(db, actor_id, named.get(customer))
         draft, _ = invoices.create_draft(db, actor_id, invoices.parse_draft({
             "customer": customer, "customer_id": named.get(customer), "currency": currency,
-            "due_date": due.isoformat(), "line_items": _lines(lines)}), None, start + n)
-        if issue:
-            invoices.issue(db, actor_id, draft["id"], f"demo-{draft['id']}", 1, start + n)
+            "due_date": due.isoformat(), "line_items": _lines(lines, rate)}), None, start + n)
+        if issue:  # the demo's tax follows the rules issuing asks a person to confirm
+            invoices.issue(db, actor_id, draft["id"], f"demo-{draft['id']}", 1, start + n,
+                           tax_confirmed=False)
             issued[customer] = draft["id"]
     return issued
 

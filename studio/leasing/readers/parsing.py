@@ -54,14 +54,7 @@ class Reading(TypedDict):
 
 # --- the words receipts use ----------------------------------------------------------------
 
-# Rates in force (standard, reduced, super-reduced) where the studio's sellers buy.
-STATUTORY_RATES = {
-    "DE": ["19", "7", "0"], "AT": ["20", "10", "13", "0"], "FR": ["20", "10", "5.5", "2.1"],
-    "GB": ["20", "5", "0"], "CH": ["8.1", "2.6", "3.8"], "BE": ["21", "12", "6"],
-    "NL": ["21", "9"], "LU": ["17", "14", "8", "3"], "IE": ["23", "13.5", "9", "4.8"],
-    "IT": ["22", "10", "5", "4"], "ES": ["21", "10", "4"],
-}
-KNOWN_RATES = {Decimal(r) for rates in STATUTORY_RATES.values() for r in rates}
+KNOWN_RATES = {Decimal(r) for rates in rule.STATUTORY_RATES.values() for r in rates}
 
 TOTAL_WORDS = {
     "de": ["zu zahlen", "zu bezahlen", "endsumme", "gesamtbetrag", "rechnungsbetrag",

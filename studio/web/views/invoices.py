@@ -24,6 +24,7 @@ from studio.billing import (
     payments,
     profiles,
     shares,
+    taxes,
 )
 from studio.billing.documents import with_prices_shown
 from studio.errors import Refusal
@@ -96,6 +97,9 @@ async def new_invoice_page(request: Request) -> Response:
              "supply_date": None, "notes": "", "revision": 0,
              "line_items": [{"description": "", "quantity": "1", "unit_price": "",
                              "discount_percent": "", "tax_rate": "0"}]}
+    chosen_id = request.query_params.get("customer_id")
+    rate = await db.read(invoices.default_rate, actor.id, chosen_id)
+    blank["line_items"][0]["tax_rate"] = rate or taxes.NO_RATE
     if "customer_id" in request.query_params:
         chosen = await customers.get_customer(
             db, actor, id_of(request.query_params["customer_id"], "customer_not_found"))
@@ -109,10 +113,11 @@ async def new_invoice_page(request: Request) -> Response:
 async def create_invoice(request: Request) -> Response:
     actor = await current_actor(request)  # before the body: only a person may send 2 MB
     body = line_items_of(await read_body(request, MAX_DRAFT_BYTES))
-    fields = invoices.parse_draft(body)
+    db = studio_of(request).db
+    rate = await db.read(invoices.default_rate, actor.id, body.get("customer_id"))
+    fields = invoices.parse_draft(taxes.with_default_rate(body, rate))
     request_id = bindings.optional_request_id(body)
-    made, created = await studio_of(request).db.write(
-        invoices.create_draft, actor.id, fields, request_id)
+    made, created = await db.write(invoices.create_draft, actor.id, fields, request_id)
     return moved_to(request, f"/invoices/{made['id']}", made, 201 if created else 200)
 
 
@@ -151,8 +156,12 @@ async def totals_preview(request: Request) -> Response:
 
 
 async def blank_line(request: Request) -> Response:
-    await current_actor(request)
-    return render(request, "_line.html", {"line": {"quantity": "1", "tax_rate": "0",
+    """A new line for the form, at the rate its customer (`?customer_id=`) is billed at."""
+    actor = await current_actor(request)
+    rate = await studio_of(request).db.read(invoices.default_rate, actor.id,
+                                            request.query_params.get("customer_id"))
+    return render(request, "_line.html", {"line": {"quantity": "1",
+                                                   "tax_rate": rate or taxes.NO_RATE,
                                                    "discount_percent": ""}})
 
 
@@ -233,8 +242,13 @@ async def issue_review(request: Request) -> Response:
     frozen = {"revision": invoice["revision"]}
     if customer_revision is not None:
         frozen["customer_revision"] = customer_revision
-    data = {"request": frozen, "series": invoices.series_of(invoice["kind"])}
+    # What the person confirms before issuing; the button then sends `confirm_tax: true`.
+    tax_to_confirm = invoices.tax_to_confirm(invoice["kind"], seller, buyer,
+                                             invoice["line_items"])
+    data = {"request": frozen, "series": invoices.series_of(invoice["kind"]),
+            "tax_to_confirm": tax_to_confirm}
     context = {"invoice": invoice, "seller": seller, "buyer": buyer,
+               "tax_to_confirm": tax_to_confirm,
                "customer_revision": customer_revision, "frozen_json": json.dumps(frozen),
                "series": data["series"], "action": f"/invoices/{invoice_id}/issue"}
     return answer(request, data, template="issue_review.html", context=context)
@@ -247,7 +261,8 @@ async def issue_invoice(request: Request) -> Response:
     receipt, created = await studio_of(request).db.write(
         invoices.issue, actor.id, invoice_id, bindings.parse_request_id(body),
         invoices.parse_revision(body),
-        customer_revision=invoices.parse_customer_revision(body))
+        customer_revision=invoices.parse_customer_revision(body),
+        tax_confirmed=invoices.parse_confirm_tax(body))
     return moved_to(request, f"/invoices/{invoice_id}", receipt, 201 if created else 200)
 
 

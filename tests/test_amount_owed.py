@@ -18,6 +18,7 @@ import pytest
 import zxingcpp
 from PIL import Image
 
+from studio import i18n
 from studio.billing import balances
 from studio.leasing.providers.local import LocalProvider
 from studio.leasing.purposes import PURPOSES
@@ -108,8 +109,8 @@ async def test_a_part_paid_invoice_is_paid_from_its_pages_with_what_is_left(stud
         assert page.status_code == 200
         assert [asked_amount(code) for code in page_codes(page.text)] == ["EUR737.78"]
         words = text_of(page.text)
-        assert "Left to pay EUR 737.78" in words, words
-        assert "Paid EUR 523.98" in words, words
+        assert "Left to pay €737.78" in words, words
+        assert "Paid €523.98" in words, words
 
     # The issued document itself is kept as issued: its code asks for its total.
     pdf = await client.get(f"/invoices/{invoice['id']}.pdf")
@@ -148,7 +149,7 @@ async def test_a_credit_note_lowers_what_the_pages_ask_for(studio) -> None:
     token = await share(client, invoice["id"])
     shared = await studio.client().get(f"/i/{token}", headers=PAGE)
     assert [asked_amount(code) for code in page_codes(shared.text)] == ["EUR666.76"]
-    assert "Credited EUR 595.00" in text_of(shared.text)
+    assert "Credited €595.00" in text_of(shared.text)
 
 
 async def test_the_document_states_one_payment_term_the_due_dates(studio) -> None:
@@ -161,7 +162,7 @@ async def test_the_document_states_one_payment_term_the_due_dates(studio) -> Non
     for words in (text_of(printable.text), " ".join(pdf_text.split())):
         assert "within 14 days" not in words, words
         assert len(re.findall(r"within \d+ days", words)) == 1, words
-        assert f"Payment within 30 days, by {invoice['due_date']}." in words, words
+        assert f"Payment within 30 days, by {i18n.date(invoice['due_date'], 'en')}." in words, words
 
 
 async def test_the_email_first_words_say_what_is_left_to_pay(settings) -> None:
@@ -173,7 +174,7 @@ async def test_the_email_first_words_say_what_is_left_to_pay(settings) -> None:
         page = await client.get(f"/invoices/{invoice['id']}", headers=PAGE)
         [message] = re.findall(r'<textarea name="message"[^>]*>([^<]*)</textarea>',
                                page.text)[:1]
-        assert "EUR 761.76" in message and "1261.76" not in message, message
+        assert "€761.76" in message and "1,261.76" not in message, message
         assert "left to pay" in message
 
 
@@ -182,13 +183,13 @@ def test_the_default_words_of_an_invoice_email_name_what_is_left() -> None:
              "total": "1261.76", "due_date": "2026-12-31", "seller": "Ada Works",
              "amount_due": "761.76", "payment_status": "partially_paid"}
     subject, message = outbox.default_words(facts, "invoice")
-    assert "EUR 761.76" in message and "1261.76" not in message, message
+    assert "€761.76" in message and "1,261.76" not in message, message
     paid = outbox.default_words({**facts, "amount_due": "0.00", "payment_status": "paid"},
                                 "invoice")[1]
-    assert "paid in full" in paid and "1261.76" not in paid, paid
+    assert "paid in full" in paid and "1,261.76" not in paid, paid
     unpaid = outbox.default_words({**facts, "amount_due": "1261.76",
                                    "payment_status": "unpaid"}, "invoice")[1]
-    assert "EUR 1261.76" in unpaid, unpaid
+    assert "€1,261.76" in unpaid, unpaid
 
 
 def invoice_facts(**changes: Any) -> dict[str, Any]:

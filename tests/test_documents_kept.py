@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import re
 import uuid
 from typing import Any
 
@@ -111,12 +110,12 @@ async def test_a_credit_note_reads_as_credit_and_names_the_invoice_it_credits(st
     page = (await client.get(f"/invoices/{note['id']}/document", headers=PAGE)).text
     assert f"Credit note {number}" in page and invoice["number"] in page
     assert "Credits invoice" in page and "Total credited" in page
-    assert re.search(r"EUR -71\.36", page) and re.search(r"EUR -59\.97", page)
+    assert "-€71.36" in page and "-€59.97" in page
     assert "<dt>Due</dt>" not in page
     # In the list too: the credit note's total below zero, and no due date beside it.
     listed = (await client.get("/invoices", headers=PAGE)).text
     [row] = [tr for tr in listed.split("<tr>") if number in tr]
-    assert "EUR -71.36" in row and note["due_date"] not in row
+    assert "-€71.36" in row and note["due_date"] not in row
     # The invoice itself still reads as an invoice: positive amounts and a due date.
     original = pypdf.PdfReader(io.BytesIO(
         (await client.get(f"/invoices/{invoice['id']}.pdf")).content)).pages[0].extract_text()

@@ -335,7 +335,7 @@ async def test_issuing_keeps_the_buyer_and_seller_and_a_later_edit_changes_neith
     issued = (await client.get(f"/invoices/{draft['id']}")).json()
     assert issued["buyer"] == {"name": "Acme GmbH", "email": "billing@acme.example",
                                "address": "Hauptstr. 5\n10115 Berlin", "country": "DE",
-                               "vat_id": "DE123456789"}
+                               "vat_id": "DE123456789", "language": "de"}
     assert issued["seller"]["iban"] == "DE89370400440532013000"
     assert issued["seller"]["tax_number"] == "12/345/67890"
     assert issued["issue_date"] == issued["issued_at"][:10]

@@ -15,6 +15,7 @@ import pypdf
 import pytest
 import segno
 
+from studio import i18n
 from studio.billing import documents, invoices
 from tests.conftest import days_ahead, execute, rows, scalar
 from tests.test_full_invoice import actor_id, add_customer, full_body, issue, line
@@ -45,9 +46,20 @@ def images_in(pdf: bytes) -> int:
     return sum(len(page.images) for page in pypdf.PdfReader(io.BytesIO(pdf)).pages)
 
 
+def english(day: str) -> str:
+    """A date as an English document writes it: 15 Dec 2026."""
+    return i18n.date(day, "en")
+
+
+def written_to_in_english(db_path: Any, customer_id: str) -> None:
+    """The customer chose English: the document's words below are the English ones."""
+    execute(db_path, "UPDATE customers SET language = 'en' WHERE id = ?", customer_id)
+
+
 async def issued_full(studio: Any, client: Any, **changes: Any) -> dict[str, Any]:
     """An issued invoice with a customer, two rates, a discount, a supply date and notes."""
     customer_id = add_customer(studio.settings.db_path)
+    written_to_in_english(studio.settings.db_path, customer_id)
     draft = await client.post("/invoices", json=full_body(customer_id=customer_id, **changes))
     assert draft.status_code == 201, draft.text
     done = await issue(client, draft.json())
@@ -63,8 +75,8 @@ async def test_the_pdf_holds_everything_article_226_asks_and_how_to_pay(studio) 
     assert reply.status_code == 200 and reply.headers["content-type"] == "application/pdf"
     text = text_of(reply.content)
     for expected in (
-            f"Invoice {invoice['number']}", f"Issued {invoice['issue_date']}",
-            "Date of supply 2026-12-15", f"Due {invoice['due_date']}",
+            f"Invoice {invoice['number']}", f"Issued {english(invoice['issue_date'])}",
+            "Date of supply 15 Dec 2026", f"Due {english(invoice['due_date'])}",
             # The seller: name, address, country, VAT ID, tax number.
             "Ada Lovelace Design", "12 Analytical Row", "London W1", "United Kingdom",
             "VAT ID GB123456789", "Tax number TX-42",
@@ -75,7 +87,8 @@ async def test_the_pdf_holds_everything_article_226_asks_and_how_to_pay(studio) 
             "19 % €53.97 €10.25", "7 % €25.00 €1.75",
             "Net (EUR) €78.97", "Tax (EUR) €12.00", "Total (EUR) €90.97",
             # How to pay.
-            "Please quote the invoice number.", "Payment within", f"by {invoice['due_date']}",
+            "Please quote the invoice number.", "Payment within",
+            f"by {english(invoice['due_date'])}",
             f"IBAN {IBAN}", "BIC COBADEFF", "Scan to pay",
             "Project Babbage, phase 2.", "Thank you!", "registered in England no. 1815"):
         assert expected in text, expected
@@ -125,10 +138,10 @@ async def test_the_printable_page_carries_the_same_facts_and_the_payment_code(st
     invoice = await issued_full(studio, client)
     page = (await client.get(f"/invoices/{invoice['id']}/document", headers=PAGE))
     assert page.status_code == 200
-    for expected in ("Date of supply", "2026-12-15", "12 Analytical Row", "United Kingdom",
+    for expected in ("Date of supply", "15 Dec 2026", "12 Analytical Row", "United Kingdom",
                      "VAT ID GB123456789", "Tax number TX-42", "Hauptstr. 5", "Germany",
                      "VAT ID DE123456789", "10 %", '<td class="num">19 %</td>',
-                     "EUR 10.25", "EUR 1.75", "EUR 90.97", f"IBAN {IBAN}",
+                     "€10.25", "€1.75", "€90.97", f"IBAN {IBAN}",
                      "Please quote the invoice number.", "Project Babbage",
                      "registered in England", 'id="payment-qr"',
                      'src="data:image/png'):
@@ -179,7 +192,7 @@ async def test_a_credit_notes_document_reads_as_credit_names_its_invoice_and_ask
         assert absent not in text, absent
     assert images_in(pdf) == 0
     page = (await client.get(f"/invoices/{note['id']}/document", headers=PAGE)).text
-    assert "Credits invoice" in page and "EUR -13.38" in page and "payment-qr" not in page
+    assert "Credits invoice" in page and "-€13.38" in page and "payment-qr" not in page
 
 
 async def test_the_sellers_logo_is_on_the_pdf_and_the_page(studio) -> None:
@@ -243,6 +256,10 @@ async def test_a_draft_form_has_the_new_fields_and_saves_them(studio) -> None:
 
 REVERSE_CHARGE = "Reverse charge: VAT is due from the buyer (Article 196, Directive 2006/112/EC)"
 EXPORT = "Export outside the EU: exempt from VAT (Article 146, Directive 2006/112/EC)"
+# The same in the German seller's language, on a line of its own after the customer's.
+UMKEHR = ("Steuerschuldnerschaft des Leistungsempfängers (Reverse Charge, Art. 196 Richtlinie"
+          " 2006/112/EG)")
+AUSFUHR = "Ausfuhrlieferung in ein Drittland: steuerfrei (Art. 146 Richtlinie 2006/112/EG)"
 GERMAN_SELLER = {"country": "DE", "vat_id": "DE136695976", "address": "Hauptstraße 1\n10115 Berlin"}
 ZERO_RATE = [line("Design", "3", "19.99", "0", "10"), line("Print run", "2", "12.50", "0")]
 
@@ -254,6 +271,7 @@ def one_line(text: str) -> str:
 async def issued_at_zero(studio: Any, client: Any, **buyer: str) -> dict[str, Any]:
     full_seller(studio.settings.db_path, **GERMAN_SELLER)
     customer_id = add_customer(studio.settings.db_path, **buyer)
+    written_to_in_english(studio.settings.db_path, customer_id)
     draft = await client.post("/invoices", json=full_body(customer_id=customer_id,
                                                           line_items=ZERO_RATE))
     assert draft.status_code == 201, draft.text
@@ -273,10 +291,10 @@ async def test_a_zero_rate_to_a_vat_registered_buyer_in_another_eu_state_says_re
     invoice = await issued_at_zero(studio, client, country="FR", vat_id="FR40303265045",
                                    address="2 Rue de la Paix\n75001 Paris")
     pdf, page = await words_of(client, invoice)
-    assert f"0 % €78.97 €0.00 {REVERSE_CHARGE}" in pdf
+    assert f"0 % €78.97 €0.00 {REVERSE_CHARGE} {UMKEHR}" in pdf
     assert "VAT ID DE136695976" in pdf and "VAT ID FR40303265045" in pdf
-    assert f'<tr class="tax-note"><td colspan="3" class="num">{REVERSE_CHARGE}</td></tr>' \
-        in page
+    assert f'<tr class="tax-note"><td colspan="3" class="num">{REVERSE_CHARGE}<br>{UMKEHR}' \
+           '</td></tr>' in page
     xml = (await client.get(f"/invoices/{invoice['id']}.xml")).text
     assert "<ram:CategoryCode>AE</ram:CategoryCode>" in xml
     assert "<ram:ExemptionReason>Reverse charge</ram:ExemptionReason>" in xml
@@ -289,8 +307,8 @@ async def test_a_zero_rate_to_a_buyer_outside_the_eu_says_export(studio) -> None
     invoice = await issued_at_zero(studio, client, country="CH", vat_id="",
                                    address="Bahnhofstrasse 1\n8001 Zürich")
     pdf, page = await words_of(client, invoice)
-    assert f"0 % €78.97 €0.00 {EXPORT}" in pdf
-    assert EXPORT in page and REVERSE_CHARGE not in page
+    assert f"0 % €78.97 €0.00 {EXPORT} {AUSFUHR}" in pdf
+    assert EXPORT in page and AUSFUHR in page and REVERSE_CHARGE not in page
 
 
 async def test_a_zero_rate_at_home_or_to_a_buyer_without_a_vat_id_gives_no_reason(
@@ -302,7 +320,7 @@ async def test_a_zero_rate_at_home_or_to_a_buyer_without_a_vat_id_gives_no_reaso
     for invoice in (at_home, no_vat_id):
         pdf, page = await words_of(client, invoice)
         assert "0 % €78.97 €0.00 Net (EUR)" in pdf
-        for words in (REVERSE_CHARGE, EXPORT, "Reverse charge", "Export"):
+        for words in (REVERSE_CHARGE, EXPORT, "Reverse charge", "Export", UMKEHR, AUSFUHR):
             assert words not in pdf and words not in page, words
         assert 'class="tax-note"' not in page
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from studio import i18n
 from studio.leasing import purposes
 from studio.leasing.providers.local import as_lines_billed
 from studio.leasing.readers import tesseract
@@ -199,8 +200,9 @@ async def test_a_reminder_is_written_exactly_about_what_is_owed_and_saved_never_
     proposal = lease["invoices"][0]["candidates"][0]["proposal"]
     assert set(proposal) == {"subject", "message"}
     assert invoice["number"] in proposal["subject"]
-    assert f"{invoice['currency']} {invoice['amount_due']}" in proposal["message"]
-    assert invoice["due_date"] in proposal["message"]
+    # Written to in English (its buyer has no country): the amount and date as English writes.
+    assert i18n.money(invoice["amount_due"], invoice["currency"], "en") in proposal["message"]
+    assert i18n.date(invoice["due_date"], "en") in proposal["message"]
     applied = await client.post(f"/leases/{lease['lease_id']}/apply")
     assert applied.status_code == 200, applied.text
     kept = json.loads(scalar(studio.settings.db_path,
@@ -234,12 +236,14 @@ def test_reminders_speak_the_customers_language() -> None:
                "due_date": "2026-11-01", "days_late": 32, "seller": "Ada Studio"}
     german = reminder({**invoice, "language": "de"})
     assert german["subject"] == "Zahlungserinnerung: Rechnung INV-2026-0004"
-    assert "noch EUR 1190.00 offen (seit 32 Tagen überfällig)" in german["message"]
+    assert "fällig am 01.11.2026" in german["message"]
+    assert "noch 1.190,00\xa0€ offen (seit 32 Tagen überfällig)" in german["message"]
     french = reminder({**invoice, "language": "fr"})
-    assert "solde de EUR 1190.00 (en retard de 32 jours)" in french["message"]
+    assert "échue le 01/11/2026" in french["message"]
+    assert "solde de 1\u202f190,00\xa0€ (en retard de 32 jours)" in french["message"]
     english = reminder({**invoice, "language": "en"})
     assert english["subject"] == "Reminder: invoice INV-2026-0004 is overdue"
-    assert "still has EUR 1190.00 left to pay (32 days after its due date)" in english["message"]
+    assert "still has €1,190.00 left to pay (32 days after its due date)" in english["message"]
 
 
 def test_a_proposal_outside_its_schema_is_refused() -> None:

@@ -16,6 +16,7 @@ import anyio
 import httpx
 import pytest
 
+from studio import i18n
 from studio.billing import recurring
 from studio.billing.recurring import Rule, first_due_on_or_after, first_run, period, run_date
 from studio.config import Settings
@@ -487,7 +488,9 @@ async def test_the_service_period_is_on_the_document_and_the_e_invoice(settings:
         made = await studio.studio.db.write(recurring.make_period, schedule["id"])
         printable = await client.get(f"/invoices/{made['invoice_id']}/document",
                                      headers={"Accept": "text/html"})
-        assert f"{made['period_start']} to {made['period_end']}" in printable.text
+        # The buyer is French: the period as a French document writes it.
+        start, end = (i18n.date(made[day], "fr") for day in ("period_start", "period_end"))
+        assert f"Période de prestation</dt><dd>du {start} au {end}" in printable.text
         xml = await client.get(f"/invoices/{made['invoice_id']}.xml")
         assert xml.status_code == 200, xml.text
         tree = xml_tree(xml.content)

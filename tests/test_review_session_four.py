@@ -125,7 +125,9 @@ async def test_a_credit_note_has_the_vat_categories_of_the_invoice_it_credits(
     assert (await issue(client, note)).status_code == 201
     assert await categories(client, note["id"]) == await categories(client, invoice["id"])
     pdf = text_of((await client.get(f"/invoices/{note['id']}.pdf")).content)
-    assert "Reverse charge" in " ".join(pdf.split())
+    # In the French customer's language and the German seller's.
+    assert "Autoliquidation" in " ".join(pdf.split())
+    assert "Steuerschuldnerschaft des Leistungsempfängers" in " ".join(pdf.split())
 
 
 async def test_a_zero_rate_to_a_northern_ireland_vat_id_is_not_an_export_outside_the_eu(

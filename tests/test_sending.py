@@ -348,7 +348,7 @@ async def test_a_reminder_goes_for_an_unpaid_invoice_and_is_refused_once_paid(
     assert reply.status_code == 202, reply.text
     row = send_row(mailing, reply.json()["send_id"])
     assert row["kind"] == "reminder" and row["subject"].startswith("Reminder:")
-    assert "still has EUR 2700.00 to pay" in row["message"]
+    assert "still has €2,700.00 to pay" in row["message"]
     await wait_for(lambda: send_row(mailing, row["id"])["status"] == "sent", what="the reminder")
     assert len(inbox.messages) == 1
 
@@ -387,10 +387,10 @@ async def test_a_reminder_says_what_the_invoice_page_says_is_due_credit_notes_in
     due = (await client.get(f"/invoices/{invoice_id}")).json()["amount_due"]
     assert due == "2000.00"
     page = (await client.get(f"/invoices/{invoice_id}", headers=PAGE)).text
-    assert f"still has EUR {due} to pay" in page
+    assert "still has €2,000.00 to pay" in page
     reply = await client.post(f"/invoices/{invoice_id}/remind", json=send_body("remind-1"))
     assert reply.status_code == 202, reply.text
-    assert f"still has EUR {due} to pay" in send_row(mailing, reply.json()["send_id"])["message"]
+    assert "still has €2,000.00 to pay" in send_row(mailing, reply.json()["send_id"])["message"]
 
 
 async def test_a_reminder_reads_the_balance_the_page_reads_even_one_never_kept(
@@ -404,7 +404,7 @@ async def test_a_reminder_reads_the_balance_the_page_reads_even_one_never_kept(
     assert (shown["payment_status"], shown["amount_due"]) == ("unpaid", "2700.00")
     reply = await client.post(f"/invoices/{invoice_id}/remind", json=send_body("remind-1"))
     assert reply.status_code == 202, reply.text
-    assert "still has EUR 2700.00 to pay" in send_row(mailing, reply.json()["send_id"])["message"]
+    assert "still has €2,700.00 to pay" in send_row(mailing, reply.json()["send_id"])["message"]
 
 
 async def test_a_reminders_message_is_the_persons_own_words_when_given(

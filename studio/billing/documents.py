@@ -84,12 +84,14 @@ def seller_language(invoice: dict[str, Any]) -> str:
 
 
 def title_of(invoice: dict[str, Any]) -> str:
-    """The document's title; its words are the document's own (`pgettext` "document"), apart
-    from the same English word on a page."""
-    number = invoice["number"] or pgettext("document", "(draft)")
-    kind = pgettext("document", "Credit note") if is_credit(invoice) \
-        else pgettext("document", "Invoice")
-    return f"{kind} {number}"
+    """The document's title, in the document's language wherever it is read (the Factur-X
+    PDF's metadata too). Its words are the document's own (`pgettext` "document"), apart from
+    the same English word on a page."""
+    with i18n.use(language_of(invoice)):
+        number = invoice["number"] or pgettext("document", "(draft)")
+        kind = pgettext("document", "Credit note") if is_credit(invoice) \
+            else pgettext("document", "Invoice")
+        return f"{kind} {number}"
 
 
 def amount_shown(amount: Any, currency: str) -> str:
@@ -142,10 +144,10 @@ def facts_of(invoice: dict[str, Any]) -> list[tuple[str, str]]:
             (pgettext("document", "Due"), day(invoice["due_date"]))]
 
 
-def country_name(code: str) -> str:
-    """An ISO 3166-1 code as the document's language names it (DE: Deutschland); an unknown
-    code as written."""
-    return Locale(i18n.current()).territories.get(code.upper(), code) if code else ""
+def country_name(code: str, language: str = "en") -> str:
+    """An ISO 3166-1 code as the language names it (DE: Germany, Deutschland); an unknown code
+    as written."""
+    return Locale(language).territories.get(code.upper(), code) if code else ""
 
 
 def party_lines(party: dict[str, Any] | None) -> list[str]:
@@ -153,7 +155,7 @@ def party_lines(party: dict[str, Any] | None) -> list[str]:
     seller's tax number, each only when known."""
     party = party or {}
     lines = [party.get("name") or "", *(party.get("address") or "").splitlines(),
-             country_name(party.get("country") or "")]
+             country_name(party.get("country") or "", i18n.current())]
     if party.get("vat_id"):
         lines.append(pgettext("document", "VAT ID {vat_id}").format(vat_id=party["vat_id"]))
     if party.get("tax_number"):
@@ -286,13 +288,26 @@ def seller_instructions(invoice: dict[str, Any]) -> str:
     return "" if TERM_IN_DAYS.search(text) else text
 
 
-def due_date_term(invoice: dict[str, Any]) -> str:
-    """The one payment term: the days from issue to the due date, and the date."""
+def _days_to_pay(invoice: dict[str, Any]) -> int:
     try:
-        days = (dt.date.fromisoformat(invoice["due_date"])
+        return (dt.date.fromisoformat(invoice["due_date"])
                 - dt.date.fromisoformat(issue_date_of(invoice))).days
     except ValueError:
-        days = -1
+        return -1
+
+
+def due_date_term(invoice: dict[str, Any]) -> str:
+    """The one payment term as the e-invoice states it, in English with the ISO date (the
+    Factur-X XML is not a language): the days from issue to the due date, and the date."""
+    days = _days_to_pay(invoice)
+    if days > 0:
+        return f"Payment within {days} days, by {invoice['due_date']}."
+    return f"Payment by {invoice['due_date']}."
+
+
+def payment_term(invoice: dict[str, Any]) -> str:
+    """The one payment term as the document states it, in its language."""
+    days = _days_to_pay(invoice)
     due = i18n.date(invoice["due_date"])
     if days > 0:
         return npgettext("document", "Payment within {days} day, by {date}.",
@@ -307,7 +322,7 @@ def payment_lines(invoice: dict[str, Any]) -> list[str]:
     if is_credit(invoice):
         return []
     seller = invoice["seller"] or {}
-    lines = [due_date_term(invoice)]
+    lines = [payment_term(invoice)]
     if seller_instructions(invoice):
         lines.append(seller_instructions(invoice))
     if seller.get("iban"):
@@ -460,8 +475,8 @@ def _render(invoice: dict[str, Any], fonts: Path) -> bytes:
     pdf.cell(width - 55, 10, title_of(invoice), new_x="LMARGIN", new_y="NEXT")
     pdf.set_font("Sans", "", 10)
     for label, value in facts_of(invoice):
-        pdf.cell(40, 6, label)
-        pdf.cell(width - 95, 6, value, new_x="LMARGIN", new_y="NEXT")
+        pdf.cell(58, 6, label)  # room for the longest label, "Date de livraison/prestation"
+        pdf.cell(width - 113, 6, value, new_x="LMARGIN", new_y="NEXT")
     pdf.set_y(max(pdf.get_y(), pdf.t_margin + 22) + 4)
 
     top = pdf.get_y()

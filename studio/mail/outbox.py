@@ -134,7 +134,7 @@ def _invoice_facts(db: sqlite3.Connection, invoice: sqlite3.Row) -> dict[str, An
 def default_words(facts: dict[str, Any], kind: str) -> tuple[str, str]:
     """The subject and message a send starts with, in the customer's language with its
     amounts and dates; the person may change both."""
-    with i18n.use(facts["language"]):
+    with i18n.use(facts.get("language")):
         return _words(facts, kind)
 
 

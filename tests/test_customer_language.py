@@ -119,6 +119,30 @@ async def test_a_french_customers_pdf_is_french(studio: Running) -> None:
     assert FRENCH_DATE.search(text) and "Date d’échéance" in text
 
 
+async def test_the_reverse_charge_says_it_in_the_customers_language_and_the_sellers(
+        studio: Running) -> None:
+    client = await studio.signed_in()
+    seller = {"name": "Ada Werkstatt", "address": "Hauptstraße 1\n10115 Berlin",
+              "country": "DE", "vat_id": "DE136695976"}
+    assert (await client.post("/settings", json=seller)).status_code == 200
+    buyer = await customer(client, name="Acme SARL", country="FR", vat_id="FR40303265045")
+    draft = await client.post("/invoices", json={
+        "customer": buyer["name"], "customer_id": buyer["id"], "currency": "EUR",
+        "due_date": days_ahead(30), "line_items": [{**LINE, "tax_rate": "0"}]})
+    done = await client.post(f"/invoices/{draft.json()['id']}/issue", json={
+        "request_id": str(uuid.uuid4()), "revision": draft.json()["revision"]})
+    assert done.status_code == 201, done.text
+    french = "Autoliquidation : TVA due par le preneur (article 196 de la directive 2006/112/CE)"
+    german = ("Steuerschuldnerschaft des Leistungsempfängers (Reverse Charge, Art. 196"
+              " Richtlinie 2006/112/EG)")
+    pdf = spaced(text_of((await client.get(f"/invoices/{draft.json()['id']}.pdf")).content))
+    assert f"{french} {german}" in pdf and "Reverse charge: VAT" not in pdf
+    page = (await client.get(f"/invoices/{draft.json()['id']}/document", headers=PAGE)).text
+    assert f"{french}<br>{german}" in spaced(page)
+    xml = (await client.get(f"/invoices/{draft.json()['id']}.xml")).text
+    assert "<ram:ExemptionReason>Reverse charge</ram:ExemptionReason>" in xml
+
+
 async def test_the_language_is_frozen_at_issue(studio: Running) -> None:
     """An issued document never changes: the customer's language chosen later speaks only on
     invoices issued after."""
@@ -213,3 +237,20 @@ def test_the_built_in_writer_writes_reminders_in_six_languages() -> None:
         written = reminder({**invoice, "language": language})
         assert word in written["subject"], language
         assert amount in spaced(written["message"]) and day in written["message"], language
+
+
+async def test_the_customer_and_sending_forms_speak_the_persons_language(
+        settings: Settings, smtp: MailServer) -> None:
+    """The owner's own pages follow the person (here their browser's German); the words the
+    email starts with follow the customer (here French)."""
+    async with running(with_mail(settings, smtp)) as studio:
+        client = await studio.signed_in()
+        buyer = await customer(client, country="FR", email="compta@client.test")
+        german = {**PAGE, "Accept-Language": "de-DE,de;q=0.9"}
+        page = (await client.get(f"/customers/{buyer['id']}", headers=german)).text
+        assert "Sprache der Dokumente und E-Mails" in page and "Änderungen speichern" in page
+        assert "Die Sprache des Landes (Français)" in page
+        invoice = await issued_to(client, buyer)
+        page = (await client.get(f"/invoices/{invoice['id']}", headers=german)).text
+        assert "Per E-Mail senden" in page and "Freigabelink erstellen" in page
+        assert f"Facture {invoice['number']}" in page and "veuillez trouver ci-joint" in page

@@ -84,6 +84,14 @@ def use(language: str | None) -> Iterator[str]:
         _current.reset(token)
 
 
+def speak(language: str | None) -> None:
+    """Speak `language`, if the studio speaks it, from here to the end of the enclosing `use`:
+    a page's person chose one, and is known only once the request has been read."""
+    code = known(language)
+    if code is not None:
+        _current.set(code)
+
+
 @functools.cache
 def translations(language: str) -> NullTranslations:
     """Every catalogue file of the language, read once: its `.po` compiled in memory."""

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from studio import i18n
 from studio.billing import finding
 from tests.conftest import ADA, database_digest, days_ahead, rows
 from tests.test_words_pages import assert_plain
@@ -183,14 +184,15 @@ async def test_the_list_page_shows_what_is_outstanding_and_overdue_per_currency(
     html = (await ada.get("/invoices", headers=PAGE)).text
     for currency, (outstanding, overdue) in owing.items():
         shown = re.search(rf'id="owed-{currency}">(.*?)</dd>', html, re.S)[1]
-        assert f"Outstanding {currency} {outstanding}" in shown
-        assert f"Overdue {currency} {overdue}" in shown
+        # As English writes amounts, with thousands separators: `$2,110.50`.
+        assert f"Outstanding {i18n.money(outstanding, currency, 'en')}" in shown
+        assert f"Overdue {i18n.money(overdue, currency, 'en')}" in shown
     assert html.count('class="badge overdue"') == 2
     assert "Partly paid" in html and ">Paid</span>" in html
     assert_plain("invoice list", html)
     # The totals are the person's whole position, whatever the list shows.
     filtered = (await ada.get("/invoices?status=paid", headers=PAGE)).text
-    assert "Outstanding EUR 5290.40" in filtered
+    assert "Outstanding €5,290.40" in filtered
     assert_plain("filtered invoice list", filtered)
 
 

@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 
 import pytest
 
+from studio import i18n
 from studio.leasing import leases
 from tests.conftest import days_ahead, execute, lease_body, rows, scalar, wait_for_status
 
@@ -32,7 +33,7 @@ async def test_the_invoice_list_separates_drafts_from_issued_invoices(studio) ->
     assert listed["number"] not in drafts
     # Each row: its number, its total, and the summary text itself, or that there is none.
     [row] = [tr for tr in issued.split("<tr>") if listed["number"] in tr]
-    assert f"{listed['currency']} {listed['total']}" in row
+    assert i18n.money(listed["total"], listed["currency"], "en") in row  # €2,700.00
     assert "Summarized" in row and "Paid early; ask about Q3" in row
     assert all("None yet" in tr for tr in drafts.split("<tr>")[2:])
 
@@ -64,7 +65,7 @@ async def test_a_refused_form_shows_its_message_in_the_page(studio) -> None:
         "customer": "X", "currency": "EUR", "due_date": days_ahead(151), "description": "Tea",
         "quantity": "1", "unit_price": "3 EUR", "tax_rate": "0"})
     assert refused.status_code == 422 and refused.headers["hx-retarget"] == "#messages"
-    assert "Line 1: the unit price" in refused.text
+    assert "The unit price of line 1 must be a number like 1,200.50." in refused.text
 
 
 async def test_totals_are_computed_by_the_server_while_typing(studio) -> None:

@@ -451,7 +451,8 @@ async def test_pages_list_schedules_show_what_each_made_and_repeat_an_invoice(
         assert schedule["next_run"] not in ("", None)
         one = await client.get(f"/recurring/{schedule['id']}", headers=page)
         assert one.status_code == 200 and made["number"] in one.text
-        assert f"{made['period_start']} to {made['period_end']}" in one.text
+        start, end = (i18n.date(made[day], "en") for day in ("period_start", "period_end"))
+        assert f"{start} to {end}" in one.text
         invoice = await client.get(f"/invoices/{made['invoice_id']}", headers=page)
         assert "Repeat this invoice" in invoice.text and "Service period" in invoice.text
         form = await client.get(f"/recurring/new?invoice_id={made['invoice_id']}", headers=page)

@@ -55,7 +55,8 @@ async def test_every_field_of_the_seller_is_stored_compact(studio) -> None:
     assert {name: saved.json()[name] for name in profiles.FIELDS} == expected
     row = profile_row(studio.settings.db_path)
     assert {name: row[name] for name in profiles.FIELDS} == expected
-    assert (await client.get("/settings")).json() == {**expected, "logo_sha256": None}
+    assert (await client.get("/settings")).json() == {**expected, "logo_sha256": None,
+                                                        "language": None}
     # What issuing freezes reads every one of them.
     db = backends.connect(studio.settings.db_path)
     try:

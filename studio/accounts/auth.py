@@ -57,6 +57,7 @@ class Actor:
     id: str
     email: str
     session_id: str
+    language: str | None = None  # the pages' language the person chose; None: the browser's
 
 
 def _session_key(token: str) -> str:
@@ -199,7 +200,7 @@ class Sessions:
             self._current_until.clear()
         # Kept as a span of this process's monotonic clock: its wall clock may be wrong.
         self._current_until[key] = time.monotonic() + min(ends_at, seen + self.touch_every) - now
-        return Actor(row["id"], row["email"], row["session_id"])
+        return Actor(row["id"], row["email"], row["session_id"], row["language"])
 
     def confirmed(self, cookie: str | None) -> bool:
         """Whether this process saw the cookie's session current lately and it cannot have
@@ -234,8 +235,8 @@ def _actor_by_session(db: sqlite3.Connection, session_id: str
     """The session's actor, and the time it is judged at: the database's clock on PostgreSQL,
     so a host whose clock is wrong ends no session early and keeps none late."""
     return db.execute(
-        "SELECT actors.id, actors.email, sessions.id AS session_id, sessions.created_at,"
-        " sessions.last_seen_at FROM sessions"
+        "SELECT actors.id, actors.email, actors.language, sessions.id AS session_id,"
+        " sessions.created_at, sessions.last_seen_at FROM sessions"
         " JOIN actors ON actors.id = sessions.actor_id WHERE sessions.id = ?"
         " AND actors.disabled_at IS NULL",
         (session_id,),

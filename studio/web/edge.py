@@ -7,7 +7,8 @@ silent for the client timeout is cut off (408, its connection closed), so a stal
 cannot hold a handler; the hottest requests (a lease's poll, a replayed submission) are
 answered from remembered answers when they may be, without the router and Starlette's layers
 (studio/web/views/leases.py `Remembered` says which and when); and every answer is counted and
-logged by its route template, status, time and actor.
+logged by its route template, status, time and actor. It also sets the language the
+request is answered in: the browser's, until the signed-in person's own choice is known.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from studio import logs
+from studio import i18n, logs
 from studio.accounts.auth import UNSAFE_METHODS, is_cross_origin
 from studio.counters import requests_total
 from studio.errors import Refusal, storage_full
@@ -55,6 +56,12 @@ class Edge:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        # The whole request speaks the browser's language, until its person's choice is known
+        # (`current_actor`): pages, fragments and refusals alike.
+        with i18n.use(_accepted_language(scope)):
+            await self._answer(scope, receive, send)
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.monotonic()
         unsafe = scope["method"] in UNSAFE_METHODS
         timed = False  # whether `receive` is already timed
@@ -116,6 +123,14 @@ def _noted(scope: Scope, route: str, status: int, started: float) -> None:
     _counter(scope["method"], route, status).inc()
     logs.request_line(scope["method"], route, status, (time.monotonic() - started) * 1000,
                       getattr(actor, "id", None))
+
+
+def _accepted_language(scope: Scope) -> str | None:
+    """The first language of the request's `Accept-Language` the studio speaks."""
+    for key, value in scope["headers"]:
+        if key == b"accept-language":
+            return i18n.from_accept_language(value.decode("latin-1"))
+    return None
 
 
 def _declared_small(scope: Scope) -> bool:

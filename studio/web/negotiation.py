@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
+from studio import i18n
 from studio.accounts.auth import SESSION_COOKIE, Actor, Sessions
 from studio.config import Settings
 from studio.errors import Refusal
@@ -258,6 +259,7 @@ def id_of(raw: str, missing: str) -> str:
 async def current_actor(request: Request) -> Actor:
     actor = await studio_of(request).sessions.actor(request.cookies.get(SESSION_COOKIE))
     request.scope["studio.actor"] = actor
+    i18n.speak(actor.language)  # the person's choice wins over the browser's (the edge's)
     return actor
 
 

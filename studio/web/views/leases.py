@@ -20,6 +20,7 @@ from studio.accounts.auth import SESSION_COOKIE, Actor
 from studio.billing import invoices
 from studio.errors import Refusal
 from studio.leasing import intents, leases
+from studio.leasing.providers import AUTO
 from studio.leasing.purposes import PURPOSES
 from studio.store import paging
 from studio.store.memo import Kept
@@ -82,12 +83,17 @@ async def review(request: Request) -> Response:
     # What will be made: `auto` names the writer it resolves to now, as it will at submit.
     writers = await studio.providers.resolve(list(intent.providers))
     tasks = len(intents.plan_tasks(intent, writers))
+    # Why the studio writes what "the AI model if it answers" was ticked for, when it does.
+    instead_of_model = None
+    if AUTO in intent.providers and "openai" not in writers:
+        instead_of_model = "no_answer" if "openai" in studio.providers.names() \
+            else "not_set_up"
     data = {"request": frozen, "tasks": tasks}
     context = {
         "intent": intent, "frozen_json": json.dumps(frozen), "invoices": chosen,
         "purpose": PURPOSES[intent.purpose], "provider_names": studio.providers.names(),
         "max_candidates": intents.MAX_CANDIDATES, "tasks": tasks, "writers": writers,
-        "lease_seconds": studio.settings.lease_seconds,
+        "lease_seconds": studio.settings.lease_seconds, "instead_of_model": instead_of_model,
     }
     return answer(request, data, template="review.html", context=context)
 

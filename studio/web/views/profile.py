@@ -11,6 +11,8 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from studio import i18n
+from studio.accounts import languages
 from studio.billing import identifiers, profiles
 from studio.errors import Refusal
 from studio.web.negotiation import (
@@ -34,13 +36,14 @@ def _page(request: Request, profile: dict[str, Any], saved: bool) -> Response:
     return answer(request, profile, template="settings.html",
                   context={"profile": profile, "saved": saved,
                            "countries": identifiers.countries(),
+                           "languages": i18n.NAMES,
                            "max_logo_kb": profiles.MAX_LOGO_BYTES // 1024})
 
 
 async def settings_page(request: Request) -> Response:
     actor = await current_actor(request)
     profile = await profiles.get_profile(studio_of(request).db, actor)
-    return _page(request, profile, saved=False)
+    return _page(request, {**profile, "language": actor.language}, saved=False)
 
 
 async def _multipart(request: Request) -> tuple[dict[str, Any], bytes]:
@@ -86,10 +89,19 @@ async def save_settings(request: Request) -> Response:
         body, content = await read_body(request), b""
     actor = await current_actor(request)
     profile = profiles.parse_profile(body)
+    # Left out, the language stays as chosen; null or empty follows the browser again.
+    language = languages.parse_language(body["language"]) if "language" in body \
+        else actor.language
     logo = await asyncio.to_thread(profiles.parse_logo, content) if content else None
     remove = body.get("remove_logo") in (True, "1", "true", "on")
     saved = await profiles.save_profile(studio_of(request).db, actor, profile, logo=logo,
                                         remove_logo=remove and logo is None)
+    if language != actor.language:
+        await languages.choose(studio_of(request).db, actor.id, language)
+        # The answer already speaks the new choice (or the browser's, when it follows it).
+        i18n.speak(language or i18n.from_accept_language(
+            request.headers.get("accept-language")) or i18n.DEFAULT)
+    saved = {**saved, "language": language}
     if answer_kind(request) == "json":
         return JSONResponse(saved, headers=PRIVATE)
     return _page(request, saved, saved=True)

@@ -9,6 +9,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
+from studio import i18n
 from tests.conftest import ADA, BEN, rows, scalar
 from tests.conftest import sign_in as api_sign_in
 from tests.e2e.conftest import (
@@ -57,7 +58,8 @@ def test_whole_flow_review_submit_watch_choose_and_apply(page: Page, studio: Stu
     row = page.get_by_role("row").filter(has_text=NORTHWIND)
     due = scalar(studio.db_path, "SELECT due_date FROM invoices WHERE id = ?",
                  studio.invoice_id(NORTHWIND))
-    for fact in ("Northwind Traders", "EUR 2700.00", due, "None yet"):
+    # The amount and the date as English writes them: €2,700.00, 4 Jan 2027.
+    for fact in ("Northwind Traders", "€2,700.00", i18n.date(due, "en"), "None yet"):
         expect(row).to_contain_text(fact)
     page.get_by_label(f"Choose {NORTHWIND}").check()
     page.get_by_label(f"Choose {BLUE_HARBOR}").check()

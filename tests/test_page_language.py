@@ -163,3 +163,13 @@ async def test_read_the_receipt_appears_in_the_same_answer_that_lists_a_new_rece
     listed = await client.get(f"/invoices/{draft}/attachments", headers={"HX-Request": "true"})
     assert '<div id="receipt-reading" hx-swap-oob="true">' in listed.text
     assert 'id="read-receipt"' in listed.text and "Read the receipt" in listed.text
+
+
+async def test_a_refusal_with_its_own_message_speaks_the_language_too(studio) -> None:
+    client = await studio.signed_in()
+    huge = b"\x89PNG" + b"0" * (600 * 1024)
+    refused = await client.post("/settings", headers={"Accept-Language": "de"},
+                                data={"name": "Ada Works"},
+                                files={"logo": ("logo.png", huge, "image/png")})
+    assert refused.status_code == 413
+    assert refused.json()["message"].startswith("Ein Logo darf höchstens 512 KB groß sein")

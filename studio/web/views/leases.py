@@ -16,6 +16,7 @@ from starlette.requests import Request, cookie_parser
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.types import Scope
 
+from studio import i18n
 from studio.accounts.auth import SESSION_COOKIE, Actor
 from studio.billing import invoices
 from studio.errors import Refusal
@@ -50,7 +51,7 @@ def parse_choices(body: dict[str, Any]) -> dict[str, str]:
         raw = {key.removeprefix("choice:"): value for key, value in body.items()
                if key.startswith("choice:")}
     if not isinstance(raw, dict):
-        raise Refusal("invalid_body", "Choose one suggestion for each invoice.")
+        raise Refusal("invalid_body", i18n.gettext("Choose one suggestion for each invoice."))
     choices: dict[str, str] = {}
     for invoice_id, proposal_id in raw.items():
         try:

@@ -28,8 +28,11 @@ from studio.web.views.attachments import SERVED
 
 # What a settings form may hold besides its logo: the text fields and the boundaries.
 MAX_FORM_BYTES = profiles.MAX_LOGO_BYTES + MAX_BODY_BYTES
-TOO_LARGE = f"A logo may be at most {profiles.MAX_LOGO_BYTES // 1024} KB; save a smaller " \
-            "image and choose it again."
+
+
+def too_large() -> str:
+    return i18n.gettext("A logo may be at most %(kb)s KB; save a smaller image and choose it"
+                        " again.") % {"kb": profiles.MAX_LOGO_BYTES // 1024}
 
 
 def _page(request: Request, profile: dict[str, Any], saved: bool) -> Response:
@@ -51,12 +54,12 @@ async def _multipart(request: Request) -> tuple[dict[str, Any], bytes]:
     logo's bytes (empty when none was chosen)."""
     declared = request.headers.get("content-length", "")
     if declared.isascii() and declared.isdigit() and int(declared) > MAX_FORM_BYTES:
-        raise Refusal("upload_too_large", TOO_LARGE)
+        raise Refusal("upload_too_large", too_large())
     raw = b""
     async for chunk in request.stream():
         raw += chunk
         if len(raw) > MAX_FORM_BYTES:
-            raise Refusal("upload_too_large", TOO_LARGE)
+            raise Refusal("upload_too_large", too_large())
 
     async def once() -> AsyncIterator[bytes]:
         yield raw
@@ -66,8 +69,8 @@ async def _multipart(request: Request) -> tuple[dict[str, Any], bytes]:
     try:
         form = await parser.parse()
     except MultiPartException:
-        raise Refusal("invalid_body", "The settings form could not be read; reload the page "
-                                      "and try again.") from None
+        raise Refusal("invalid_body", i18n.gettext(
+            "The settings form could not be read; reload the page and try again.")) from None
     fields: dict[str, Any] = {}
     content = b""
     for name, value in form.multi_items():

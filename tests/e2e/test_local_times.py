@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from playwright.sync_api import Browser, expect
 
+from studio import i18n
 from tests.conftest import scalar
 from tests.e2e.conftest import NORTHWIND, Studio, sign_in
 
@@ -38,7 +39,7 @@ def test_times_show_in_the_browsers_time_zone_and_dates_as_dates(
         issued = scalar(studio.db_path, "SELECT issue_date FROM invoices WHERE id = ?",
                         invoice_id)
         if issued:
-            expect(page.locator("#invoice")).to_contain_text(issued)
+            expect(page.locator("#invoice")).to_contain_text(i18n.date(issued, "en"))
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z",
                             made.get_attribute("datetime"))
     finally:

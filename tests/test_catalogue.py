@@ -15,6 +15,7 @@ from babel.messages.frontend import parse_mapping_cfg
 from babel.messages.pofile import read_po
 
 from studio import i18n
+from studio.errors import REFUSALS
 
 TOP = Path(__file__).resolve().parent.parent
 TEMPLATES = TOP / "templates"
@@ -89,6 +90,13 @@ def test_the_extraction_finds_the_pages_words_and_the_refusals() -> None:
     found = extracted()
     for msgid in ("Your invoices", "Sign in to continue.", "Language of these pages"):
         assert msgid in found, msgid
+
+
+def test_every_refusals_own_sentence_is_marked_for_the_catalogue() -> None:
+    """A default message left unmarked (`N_`) is never extracted, so never translated."""
+    unmarked = [code for code, (_status, message) in REFUSALS.items()
+                if message not in extracted()]
+    assert not unmarked, f"studio/errors.py: wrap these codes' messages in N_(): {unmarked}"
 
 
 @pytest.mark.parametrize("language", CHECKED)

@@ -26,7 +26,7 @@ from typing import Any
 import jsonschema
 
 from studio import addresses, lines
-from studio.billing import balances, documents, identifiers, money
+from studio.billing import balances, documents, identifiers, money, reminding
 from studio.errors import Refusal
 from studio.leasing.purpose import (
     AMOUNT,
@@ -97,7 +97,7 @@ def _any_invoice(db: Any, row: Row) -> None:
     return None
 
 
-def _no_fence(db: Any, row: Row) -> str:
+def _no_fence(db: Any, row: Row, asked: dict[str, Any]) -> str:
     return ""
 
 
@@ -135,7 +135,7 @@ def _a_draft_with_a_receipt(db: Any, row: Row) -> None:
         raise Refusal("nothing_to_read")
 
 
-def _revision(db: Any, row: Row) -> str:
+def _revision(db: Any, row: Row, asked: dict[str, Any]) -> str:
     return str(row["revision"])
 
 
@@ -298,7 +298,7 @@ def _money_due(db: Any, row: Row) -> None:
         raise Refusal("nothing_due")
 
 
-def _money_state(db: Any, row: Row) -> str:
+def _money_state(db: Any, row: Row, asked: dict[str, Any]) -> str:
     """Every payment (voided ones too) and issued credit note: any one since the lease was
     made changes what a reminder must say."""
     payments = [tuple(found) for found in db.execute(
@@ -326,7 +326,7 @@ def _sendable(proposal: dict[str, Any]) -> None:
 def _save_reminder(db: Any, actor_id: str, row: Row, proposal: dict[str, Any],
                    fence: str) -> None:
     _sendable(proposal)
-    if _money_state(db, row) != fence:
+    if _money_state(db, row, {}) != fence:
         raise Refusal("invoice_changed", "A payment or credit note was recorded since the"
                       " reminder was written, so what it says may be wrong; nothing was saved."
                       " Write it again.")
@@ -334,6 +334,52 @@ def _save_reminder(db: Any, actor_id: str, row: Row, proposal: dict[str, Any],
                (json.dumps({"subject": proposal["subject"], "message": proposal["message"]}),
                 row["id"], actor_id))
 
+
+# --- reminder_wording ------------------------------------------------------------------------
+
+
+def wording_prompt(invoice: Invoice) -> str:
+    days = int(invoice["reminder_days"])
+    when = (f"{-days} days before the due date" if days < 0 else "on the due date" if days == 0
+            else f"{days} days after the due date")
+    placeholders = ", ".join(f"{{{name}}}" for name in reminding.PLACEHOLDERS)
+    return (
+        "Write the words (a subject and a message) of a polite payment reminder email that a"
+        f" business sends its customers {when}, for any of its invoices, in the language whose"
+        f" code is {invoice.get('language', 'en')}. Write no number, name, amount or date"
+        f" yourself: write these placeholders, which are filled in for each invoice:"
+        f" {placeholders} ({{link}} only in the message). Use no other braces.\n"
+        f"The business: {invoice.get('seller') or 'a small business'}."
+    )
+
+
+def _an_issued_invoice(db: Any, row: Row) -> None:
+    if row["status"] != "issued" or row["kind"] != "invoice":
+        raise Refusal("invalid_body", "Reminder wording is written with one of your issued"
+                                      " invoices as its example; choose an issued invoice.")
+
+
+def _step_state(db: Any, row: Row, asked: dict[str, Any]) -> str:
+    return reminding.step_fence(db, row["owner_id"], int(asked["days"]))
+
+
+def _placeholders_known(proposal: dict[str, Any]) -> None:
+    _sendable(proposal)
+    reminding.refuse_unknown_placeholders(proposal["subject"], "subject",
+                                          reminding.subject_placeholders())
+    reminding.refuse_unknown_placeholders(proposal["message"], "message")
+
+
+def _keep_wording(db: Any, actor_id: str, row: Row, proposal: dict[str, Any],
+                  fence: str) -> None:
+    _placeholders_known(proposal)
+    reminding.keep_wording(db, actor_id, fence, proposal["subject"], proposal["message"])
+
+
+REMINDER_WORDS = strict_object({
+    "subject": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": ONE_LINE},
+    "message": {"type": "string", "minLength": 1, "maxLength": 10_000,
+                "pattern": f"^[^{lines.CONTROL[1:-1]}]*$"}})
 
 PURPOSES: dict[str, Purpose] = {
     "summarize_invoice": Purpose(
@@ -359,13 +405,19 @@ PURPOSES: dict[str, Purpose] = {
     ),
     "draft_reminder": Purpose(
         name="draft_reminder", label="Write a reminder", verb="Write a reminder for",
-        schema=strict_object({
-            "subject": {"type": "string", "minLength": 1, "maxLength": 200,
-                        "pattern": ONE_LINE},
-            "message": {"type": "string", "minLength": 1, "maxLength": 10_000,
-                        "pattern": f"^[^{lines.CONTROL[1:-1]}]*$"}}),
+        schema=REMINDER_WORDS,
         prompt=reminder_prompt, refuse=_money_due, fence=_money_state, write=_save_reminder,
         summary=lambda proposal, invoice: proposal["subject"], check=_sendable,
+    ),
+    # The settings page's "Suggest wording": the words of the reminder step `days` from the
+    # due date, with placeholders, one issued invoice as the example; apply keeps them as that
+    # step's words (nothing is sent that a person has not kept).
+    "reminder_wording": Purpose(
+        name="reminder_wording", label="Suggest reminder wording",
+        verb="Suggest reminder wording, with the example of", schema=REMINDER_WORDS,
+        prompt=wording_prompt, refuse=_an_issued_invoice, fence=_step_state,
+        write=_keep_wording, summary=lambda proposal, invoice: proposal["subject"],
+        check=_placeholders_known, asks_days=True,
     ),
 }
 

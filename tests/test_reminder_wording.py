@@ -45,6 +45,9 @@ async def test_suggested_wording_is_kept_as_its_step_only_when_the_person_keeps_
     assert link.startswith("/review?") and f"days={example}" in link
     review = await client.get(link, headers={"Accept": "text/html"})
     assert review.status_code == 200, review.text
+    assert 'id="reminder-step"' in review.text
+    frozen = (await client.get(link)).json()["request"]
+    assert frozen["purpose"] == "reminder_wording" and frozen["days"] == example
 
     invoice_id = studio.invoice_ids()[0]
     lease = await proposed(client, wording(invoice_id, example))

@@ -76,6 +76,8 @@ async def review(request: Request) -> Response:
         asked["candidates"] = query["candidates"]
     if query.get("attachment_id"):
         asked["attachment_id"] = query["attachment_id"]
+    if query.get("days"):
+        asked["days"] = query["days"]
     intent = intents.parse_intent(asked, studio.providers, studio.settings.max_batch_tasks)
     await studio.db.read(intents.check_targets, actor.id, intent)
     chosen = await invoices.get_invoices(studio.db, actor, list(intent.invoice_ids))

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from studio import i18n
+
+T = TypeVar("T")
 
 
 def N_(message: str) -> str:
@@ -165,11 +169,15 @@ class Refusal(Exception):
     """A request the studio refuses, with its code, HTTP status and message."""
 
     def __init__(self, code: str, message: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None,
+                 fields: dict[str, str] | None = None) -> None:
         self.code = code
         self.status, self.default = REFUSALS[code]
         self.given = message
         self.headers = headers or {}  # e.g. Retry-After, or Connection: close after a stall
+        # What is wrong with each field of a form, by its name (`amount`, `unit_price.2` for
+        # the second line's): a page shows each message beside its field.
+        self.fields = fields or {}
         super().__init__(f"{code}: {message or self.default}")
 
     @property
@@ -177,8 +185,38 @@ class Refusal(Exception):
         """The sentence a person reads, in the language of the answer being made."""
         return self.given or i18n.gettext(self.default)
 
-    def as_json(self) -> dict[str, str]:
-        return {"detail": self.code, "message": self.message}
+    def as_json(self) -> dict[str, Any]:
+        found: dict[str, Any] = {"detail": self.code, "message": self.message}
+        if self.fields:
+            found["fields"] = dict(self.fields)
+        return found
+
+
+class FieldChecks:
+    """Checks a form's fields one by one, then refuses every field found wrong at once, each
+    message under its field's name; the first one is the refusal's own message."""
+
+    def __init__(self) -> None:
+        self.refused: list[tuple[str, Refusal]] = []
+
+    def check(self, field: str, read: Callable[..., T], *args: Any) -> T | None:
+        """What `read(*args)` gives, or None when it refuses the field (kept for `done`)."""
+        try:
+            return read(*args)
+        except Refusal as refusal:
+            if refusal.status != 422:  # not a field's fault
+                raise
+            self.refused.append((field, refusal))
+            return None
+
+    def done(self) -> None:
+        if not self.refused:
+            return
+        fields: dict[str, str] = {}
+        for field, refusal in self.refused:
+            fields.update(refusal.fields or {field: refusal.message})
+        first = self.refused[0][1]
+        raise Refusal(first.code, first.message, first.headers, fields)
 
 
 # A file the system refuses to let grow: no space, a disk quota, or a file-size limit.

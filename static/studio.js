@@ -410,6 +410,95 @@
     location.reload();
   });
 
+  // A refused form: each field's message beside its field, all at once; the page moves to the
+  // first, and the button pressed says what happened. Fields are named as the studio names
+  // them: `amount`, or `unit_price.2` for the second line's unit price.
+  function fieldOf(form, key) {
+    var match = /^(.+)\.(\d+)$/.exec(key);
+    if (match) {
+      var nth = form.querySelectorAll("[name='" + match[1] + "']")[Number(match[2]) - 1];
+      if (nth) { return nth; }
+    }
+    var named = form.querySelectorAll("[name='" + key + "']");
+    return named.length ? named[0] : null;
+  }
+
+  function clearFieldErrors(form) {
+    form.querySelectorAll(".field-error").forEach(function (note) { note.remove(); });
+    form.querySelectorAll("[aria-invalid=true]").forEach(function (field) {
+      field.removeAttribute("aria-invalid");
+      var kept = (field.getAttribute("aria-describedby") || "").split(" ").filter(function (id) {
+        return id && id.indexOf("field-error-") !== 0;
+      });
+      if (kept.length) { field.setAttribute("aria-describedby", kept.join(" ")); }
+      else { field.removeAttribute("aria-describedby"); }
+    });
+    form.querySelectorAll("[data-label-before]").forEach(function (button) {
+      button.textContent = button.dataset.labelBefore;
+      button.removeAttribute("data-label-before");
+    });
+  }
+
+  var fieldErrorCount = 0;
+
+  function placeFieldErrors(form, list, submitter) {
+    clearFieldErrors(form);
+    var first = null;
+    list.querySelectorAll("[data-field]").forEach(function (item) {
+      var field = fieldOf(form, item.dataset.field);
+      if (!field || field.type === "hidden") { return; }
+      var note = document.createElement("span");
+      note.className = "field-error";
+      note.id = "field-error-" + (++fieldErrorCount);
+      note.dataset.for = item.dataset.field;
+      note.textContent = item.textContent;
+      field.insertAdjacentElement("afterend", note);
+      field.setAttribute("aria-invalid", "true");
+      field.setAttribute("aria-describedby",
+        ((field.getAttribute("aria-describedby") || "") + " " + note.id).trim());
+      item.hidden = true;  // said beside its field; what no field shows stays listed here
+      // The first in the page's order, whatever order the studio named them in.
+      if (!first || (field.compareDocumentPosition(first) & Node.DOCUMENT_POSITION_FOLLOWING)) {
+        first = field;
+      }
+    });
+    var button = submitter || form.querySelector("button[type=submit]");
+    if (button && list.dataset.outcome) {
+      button.dataset.labelBefore = button.dataset.labelBefore || button.textContent;
+      button.textContent = list.dataset.outcome;
+    }
+    if (first) {
+      first.scrollIntoView({ block: "center" });
+      first.focus({ preventScroll: true });
+    }
+  }
+
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var target = event.detail.target;
+    var config = event.detail.requestConfig;
+    var list = target && target.id === "messages" && target.querySelector("[data-field-errors]");
+    var form = config && config.elt && config.elt.closest && config.elt.closest("form");
+    if (!list || !form) { return; }
+    var submitter = config.triggeringEvent && config.triggeringEvent.submitter;
+    placeFieldErrors(form, list, submitter);
+  });
+
+  // Once the person changes the form, its button offers to save again.
+  document.addEventListener("input", function (event) {
+    var form = event.target.form || (event.target.closest && event.target.closest("form"));
+    if (!form) { return; }
+    form.querySelectorAll("[data-label-before]").forEach(function (button) {
+      button.textContent = button.dataset.labelBefore;
+      button.removeAttribute("data-label-before");
+    });
+  });
+
+  // The person's next send starts clean: the form is judged afresh.
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var elt = event.detail.elt;
+    if (elt && elt.matches && elt.matches("form") && !isBackground(elt)) { clearFieldErrors(elt); }
+  });
+
   // Choosing a customer on a draft fills in their currency, and the due date from their
   // payment terms while it is still empty; both stay the person's to change.
   function daysFromToday(days) {

@@ -431,7 +431,7 @@ async def test_the_invoice_page_lists_payments_and_credit_notes_with_the_balance
     assert f'action="/payments/{voided["id"]}/void"' not in section
     assert f'action="/payments/{first["id"]}/void"' in section and "hx-confirm" in section
     # The form: the balance due, today, the methods, a minted id.
-    assert 'value="1900.00"' in section and f'value="{TODAY}"' in section
+    assert 'value="1,900.00"' in section and f'value="{TODAY}"' in section
     assert re.search(r'name="request_id" value="[0-9a-f-]{36}" data-mint', section)
     for method in ("Bank transfer", "Card", "Cash", "Other"):
         assert f">{method}</option>" in section
@@ -454,7 +454,7 @@ async def test_the_invoice_page_reads_its_invoice_balance_and_payments_in_one_sn
 
     monkeypatch.setattr(db, "read", counted)
     page = await client.get(f"/invoices/{invoice_id}", headers=PAGE)
-    assert page.status_code == 200 and 'value="2000.00"' in page.text
+    assert page.status_code == 200 and 'value="2,000.00"' in page.text
     assert [unit.__name__ for unit in units
             if unit.__module__ != "studio.accounts.auth"] == ["_page_of"]
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from studio import counters, i18n, logs
 from studio.accounts.auth import Actor
 from studio.billing import balances, customers, identifiers, money, profiles, taxes
-from studio.errors import Refusal
+from studio.errors import FieldChecks, Refusal
 from studio.store import bindings, paging
 from studio.store.db import Database
 from studio.store.dialect import account_lock, hold
@@ -119,22 +119,25 @@ def parse_draft(body: dict[str, Any], before: dict[str, Any] | None = None) -> d
     if before.get("kind") == "credit_note" and currency != before["currency"]:
         raise Refusal("invalid_body", "A credit note keeps the currency of the invoice it "
                                       f"corrects ({before['currency']}).")
-    lines = money.parse_lines(given("line_items"))
-    totals = money.totals(lines, currency)
-    customer_id = _customer_id(given("customer_id"))
+    checks = FieldChecks()  # the lines and the other fields refused at once, each by its name
+    lines = checks.check("line_items", money.parse_lines, given("line_items"))
+    customer_id = checks.check("customer_id", _customer_id, given("customer_id"))
     # Naming a customer without a name: the name is the customer's, read when saved.
     named_by_customer = customer_id is not None and "customer_id" in body \
         and "customer" not in body
-    return {
-        "customer": None if named_by_customer else _customer(given("customer")),
+    found = {
+        "customer": None if named_by_customer else checks.check("customer", _customer,
+                                                                given("customer")),
         "customer_id": customer_id,
         "currency": currency,
-        "due_date": _due_date(given("due_date")),
-        "supply_date": _supply_date(given("supply_date")),
-        "notes": _notes(given("notes")),
-        "line_items": json.dumps([line.as_json() for line in lines]),
-        **totals.as_json(currency),
+        "due_date": checks.check("due_date", _due_date, given("due_date")),
+        "supply_date": checks.check("supply_date", _supply_date, given("supply_date")),
+        "notes": checks.check("notes", _notes, given("notes")),
     }
+    checks.done()
+    assert lines is not None
+    return {**found, "line_items": json.dumps([line.as_json() for line in lines]),
+            **money.totals(lines, currency).as_json(currency)}
 
 
 def _with_customer(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any]

@@ -26,7 +26,7 @@ from babel.numbers import (
 
 from studio import lines as rule
 from studio.billing.identifiers import plain
-from studio.errors import Refusal
+from studio.errors import FieldChecks, Refusal
 
 # What a line may hold is `studio.lines`, the rule proposals and the receipt reader keep too.
 MAX_LINES = rule.MAX_LINES
@@ -147,31 +147,44 @@ def parse_line(raw: object, line: int) -> Line:
     if not isinstance(raw, dict):
         raise Refusal("invalid_body", f"Line {line} must be an object with a description, "
                                       "quantity, unit price and tax rate.")
-    description = raw.get("description")
+    checks = FieldChecks()  # every field of the line refused at once, each by its name
+    text = checks.check(f"description.{line}", _description, raw.get("description"), line)
+    quantity = checks.check(f"quantity.{line}", _decimal, raw.get("quantity"), QUANTITY,
+                            "the quantity must be a number above 0 with at most 12 digits"
+                            " before the point and 6 after.", line)
+    unit_price = checks.check(f"unit_price.{line}", _decimal, raw.get("unit_price"), PRICE,
+                              "the unit price must be a number (below 0 for a deduction, like"
+                              " -0.25) with at most 12 digits before the point and 6 after.",
+                              line)
+    tax_rate = checks.check(f"tax_rate.{line}", _decimal, raw.get("tax_rate", "0"), RATE,
+                            "the tax rate must be a percent from 0 to 100, like 19 or 7.5.", line)
+    discount_percent = checks.check(f"discount_percent.{line}", _discount,
+                                    raw.get("discount_percent"), line)
+    checks.done()
+    assert text is not None and quantity is not None and unit_price is not None \
+        and tax_rate is not None
+    unit_price += 0  # -0 is 0: a price is kept one way
+    return Line(text, compact(quantity), unit_price, compact(tax_rate), discount_percent)
+
+
+def _description(description: object, line: int) -> str:
     if not isinstance(description, str) or not 1 <= len(description.strip()) <= MAX_DESCRIPTION:
         raise Refusal("invalid_body",
                       f"Line {line}: the description must be 1 to {MAX_DESCRIPTION} characters.")
-    quantity = _decimal(raw.get("quantity"), QUANTITY, "the quantity must be a number above 0 "
-                        "with at most 12 digits before the point and 6 after.", line)
-    unit_price = _decimal(raw.get("unit_price"), PRICE, "the unit price must be a number"
-                          " (below 0 for a deduction, like -0.25) with at most 12 digits before"
-                          " the point and 6 after.", line)
-    unit_price += 0  # -0 is 0: a price is kept one way
-    tax_rate = _decimal(raw.get("tax_rate", "0"), RATE,
-                        "the tax rate must be a percent from 0 to 100, like 19 or 7.5.", line)
-    discount = raw.get("discount_percent")
-    if discount is None or (isinstance(discount, str) and not discount.strip()):
-        discount_percent = None  # left out, or a form's blank field
-    else:
-        discount_percent = _decimal(discount, RATE, "the discount must be a percent from 0 to"
-                                    " 100, like 10 or 2.5.", line)
-        # No discount is one thing, however it is written: a zero is left out.
-        discount_percent = compact(discount_percent) if discount_percent else None
     text = plain(description, f"description of line {line}").strip()
     if not rule.shows(text):
         raise Refusal("invalid_body", f"Line {line}: the description shows nothing: invisible"
                                       " characters alone are not text.")
-    return Line(text, compact(quantity), unit_price, compact(tax_rate), discount_percent)
+    return text
+
+
+def _discount(discount: object, line: int) -> Decimal | None:
+    if discount is None or (isinstance(discount, str) and not discount.strip()):
+        return None  # left out, or a form's blank field
+    discount_percent = _decimal(discount, RATE, "the discount must be a percent from 0 to"
+                                " 100, like 10 or 2.5.", line)
+    # No discount is one thing, however it is written: a zero is left out.
+    return compact(discount_percent) if discount_percent else None
 
 
 def stored_line(raw: object) -> Line | None:
@@ -196,7 +209,11 @@ def stored_line(raw: object) -> Line | None:
 def parse_lines(raw: object) -> list[Line]:
     if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_LINES:
         raise Refusal("invalid_body", f"An invoice needs 1 to {MAX_LINES} line items.")
-    return [parse_line(item, n) for n, item in enumerate(raw, start=1)]
+    checks = FieldChecks()  # every line's refused fields at once
+    lines = [checks.check(f"line_items.{n}", parse_line, item, n)
+             for n, item in enumerate(raw, start=1)]
+    checks.done()
+    return [line for line in lines if line is not None]
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Any
 from studio import logs
 from studio.accounts.auth import Actor
 from studio.billing import balances, identifiers, invoices, money
-from studio.errors import Refusal
+from studio.errors import FieldChecks, Refusal
 from studio.store import bindings
 from studio.store.db import Database
 from studio.store.dialect import account_lock, hold
@@ -59,16 +59,24 @@ def parse_payment(body: dict[str, Any]) -> dict[str, str]:
     """A payment's fields, checked and normalised: `amount` (exact decimal text), `date`,
     `method` and `reference`. The amount's decimals are judged against the invoice's
     currency when it is recorded."""
-    method = body.get("method")
+    checks = FieldChecks()  # every field refused at once, each by its name
+    amount = checks.check("amount", _amount, body.get("amount"))
+    paid_on = checks.check("date", _date, body.get("date"))
+    method = checks.check("method", _method, body.get("method"))
+    reference = checks.check("reference", identifiers.text, body.get("reference"), "reference",
+                             MAX_REFERENCE)
+    checks.done()
+    assert amount is not None
+    # 50, 50.0 and 50.00 are one amount: a resend that spells it another way is the same.
+    return {"amount": format(money.compact(amount), "f"), "date": paid_on,
+            "method": method, "reference": reference}
+
+
+def _method(method: object) -> str:
     if not isinstance(method, str) or method not in METHODS:
         raise Refusal("invalid_body", "The method must be one of bank_transfer, card, cash or"
                                       " other.")
-    reference = identifiers.text(body.get("reference"), "reference", MAX_REFERENCE)
-    amount = _amount(body.get("amount"))
-    # 50, 50.0 and 50.00 are one amount: a resend that spells it another way is the same.
-    return {"amount": format(money.compact(amount), "f"),
-            "date": _date(body.get("date")), "method": str(method),
-            "reference": reference}
+    return method
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -147,17 +155,17 @@ def record_payment(db: sqlite3.Connection, actor_id: str, invoice_id: str, reque
         amount = Decimal(fields["amount"])
         if money.rounded(amount, currency) != amount:
             places = money.minor_units(currency)
-            raise Refusal("invalid_body", f"{currency} amounts have at most {places} decimal"
-                                          " places." if places else
-                                          f"{currency} amounts are whole numbers.")
+            said = f"{currency} amounts have at most {places} decimal places." if places \
+                else f"{currency} amounts are whole numbers."
+            raise Refusal("invalid_body", said, fields={"amount": said})
         paid_on = dt.date.fromisoformat(fields["date"])
         if not EARLIEST <= paid_on <= balances.today(now) + AHEAD:
-            raise Refusal("invalid_body", "The payment date must be between 2000-01-01 and"
-                                          " today.")
+            said = "The payment date must be between 2000-01-01 and today."
+            raise Refusal("invalid_body", said, fields={"date": said})
         if amount > due:
-            raise Refusal("payment_exceeds_balance",
-                          f"At most {currency} {money.text(due, currency)} is"
-                          " left to pay on this invoice; record that amount or less.")
+            said = (f"At most {currency} {money.text(due, currency)} is left to pay on this"
+                    " invoice; record that amount or less.")
+            raise Refusal("payment_exceeds_balance", said, fields={"amount": said})
         row = {"id": payment_id, "owner_id": actor_id, "invoice_id": invoice_id,
                "amount": money.text(amount, currency), "currency": currency,
                "paid_on": fields["date"], "method": fields["method"],

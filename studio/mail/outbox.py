@@ -20,7 +20,7 @@ from typing import Any
 from studio import addresses, i18n
 from studio.billing import balances, documents, identifiers, shares
 from studio.billing.invoices import owned
-from studio.errors import Refusal
+from studio.errors import FieldChecks, Refusal
 from studio.mail import smtp
 from studio.store import bindings, presence
 from studio.store.dialect import account_lock, dialect_of, hold, hold_free
@@ -90,16 +90,22 @@ def _copies(value: object) -> list[str]:
 def parse_send(body: dict[str, Any]) -> dict[str, Any]:
     """`{to?, cc?, subject?, message?}` checked; what is left out is filled in from the
     invoice when the send is written."""
-    message = body.get("message")
+    checks = FieldChecks()  # every field refused at once, each by its name
+    found = {"to": checks.check("to", _address, body.get("to")),
+             "cc": checks.check("cc", _copies, body.get("cc")),
+             "subject": checks.check("subject", _one_line, body.get("subject"),
+                                     "invalid_subject", MAX_SUBJECT),
+             "message": checks.check("message", _message, body.get("message"))}
+    checks.done()
+    return found
+
+
+def _message(message: object) -> str | None:
     if message is None or message == "":
-        message = None
-    elif not isinstance(message, str) or len(message) > MAX_MESSAGE:
+        return None
+    if not isinstance(message, str) or len(message) > MAX_MESSAGE:
         raise Refusal("invalid_message")
-    else:
-        message = identifiers.plain(message, "message").strip() or None
-    return {"to": _address(body.get("to")), "cc": _copies(body.get("cc")),
-            "subject": _one_line(body.get("subject"), "invalid_subject", MAX_SUBJECT),
-            "message": message}
+    return identifiers.plain(message, "message").strip() or None
 
 
 # --- the words -------------------------------------------------------------------------------

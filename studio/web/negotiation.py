@@ -28,6 +28,7 @@ from studio.leasing.providers import Providers
 from studio.runtime.worker import Worker
 from studio.store.db import Database
 from studio.store.memo import Memo
+from studio.web import numbers
 
 HTMX_STOP_POLLING = 286
 MAX_BODY_BYTES = 64 * 1024
@@ -112,7 +113,7 @@ def moved_to(request: Request, target: str, data: Any, status: int = 200) -> Res
 
 
 def refusal_response(request: Request, refusal: Refusal) -> Response:
-    response = _refusal_answer(request, refusal)
+    response = _refusal_answer(request, _with_form_numbers(request, refusal))
     response.headers.update(refusal.headers)
     return response
 
@@ -151,7 +152,35 @@ def page_to_return_to(request: Request, kind: str) -> str:
     return request.scope["path"] + (f"?{query}" if query else "")
 
 
+def _with_form_numbers(request: Request, refusal: Refusal) -> Refusal:
+    """The refusal of a form, each field under the form's own row, and a number the person's
+    language does not write said so (rather than how the machine format is written)."""
+    rows = request.scope.get("studio.form_rows")
+    if rows is None or not (refusal.fields or request.scope["studio.form_numbers"]):
+        return refusal
+    fields = numbers.at_form_rows(refusal.fields, rows)
+    written = request.scope["studio.form_numbers"]
+    first = next(iter(fields), None)
+    if first is not None and first not in written:
+        message = refusal.message
+    else:
+        message = next(iter(written.values()))
+    return Refusal(refusal.code, message, refusal.headers, {**fields, **written})
+
+
 # --- input -----------------------------------------------------------------------------------
+
+
+def read_numbers(request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    """A form's amounts, quantities and percents read as the person's language writes them
+    (`1.200,50` in German), into the machine format the rules check; JSON is that format
+    already. Called once the person, and so their language, is known."""
+    if request.scope.get("studio.json_body"):
+        return body
+    read, refused = numbers.form_numbers(body, i18n.current())
+    request.scope["studio.form_numbers"] = refused
+    request.scope["studio.form_rows"] = numbers.form_rows(body)
+    return read
 
 
 async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> dict[str, Any]:

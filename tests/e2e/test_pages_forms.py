@@ -50,12 +50,12 @@ def test_a_refusal_of_a_quick_save_stays_when_the_totals_refresh(
         assert saved.value.status == 422
     page.wait_for_timeout(300)  # the totals reply has been swapped in
     expect(page.locator("#totals")).to_contain_text("unit price")
-    expect(page.locator("#messages")).to_contain_text("Line 1: the unit price")
+    expect(page.locator("#messages")).to_contain_text("The unit price of line 1")
     assert drafts_for(studio, "Quick Save Co") == 0
 
     # The person's next action is what replaces it.
     page.get_by_label("Unit price").nth(0).fill("450")
-    expect(page.locator("#messages")).to_contain_text("Line 1: the unit price")
+    expect(page.locator("#messages")).to_contain_text("The unit price of line 1")
     page.get_by_role("button", name="Save draft").click()
     page.wait_for_url(DRAFT_URL)
     assert drafts_for(studio, "Quick Save Co") == 1

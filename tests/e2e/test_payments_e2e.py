@@ -35,7 +35,7 @@ def test_a_payment_recorded_again_after_a_lost_reply_is_one_payment(
     page.goto(f"{studio.url}/invoices/{invoice_id}")
     payments = page.locator("#payments")
     # Pre-filled with what is due, today, and a bank transfer.
-    expect(page.get_by_label("Amount (EUR)")).to_have_value(str(due))
+    expect(page.get_by_label("Amount (EUR)")).to_have_value(f"{due:,}")  # as English writes it
     expect(page.get_by_label("Method")).to_have_value("bank_transfer")
     expect(page.get_by_label("Date received")).to_have_value(re.compile(r"^\d{4}-\d{2}-\d{2}$"))
     page.get_by_label("Amount (EUR)").fill("100")
@@ -79,7 +79,7 @@ def test_a_payment_recorded_again_after_a_lost_reply_is_one_payment(
     assert scalar(studio.db_path, "SELECT amount_due FROM balances WHERE invoice_id = ?",
                   invoice_id) == str(left)
     # The next payment's form is a new one, with an id of its own.
-    expect(page.get_by_label("Amount (EUR)")).to_have_value(str(left))
+    expect(page.get_by_label("Amount (EUR)")).to_have_value(f"{left:,}")
     assert page.locator("#payment-form input[name=request_id]").input_value() != minted
 
     # Void it, confirming: it stays listed, struck through, and the balance is whole again.

@@ -41,12 +41,12 @@ from studio.web.negotiation import (
     moved_to,
     path_id,
     read_body,
+    read_numbers,
     render,
     studio_of,
 )
+from studio.web.numbers import LINE_FIELDS, form_numbers
 from studio.web.views import sending
-
-LINE_FIELDS = ("description", "quantity", "unit_price", "discount_percent", "tax_rate")
 
 
 def line_items_of(body: dict[str, Any]) -> dict[str, Any]:
@@ -112,7 +112,7 @@ async def new_invoice_page(request: Request) -> Response:
 
 async def create_invoice(request: Request) -> Response:
     actor = await current_actor(request)  # before the body: only a person may send 2 MB
-    body = line_items_of(await read_body(request, MAX_DRAFT_BYTES))
+    body = line_items_of(read_numbers(request, await read_body(request, MAX_DRAFT_BYTES)))
     db = studio_of(request).db
     rate = await db.read(invoices.default_rate, actor.id, body.get("customer_id"))
     fields = invoices.parse_draft(taxes.with_default_rate(body, rate))
@@ -138,8 +138,9 @@ def _typed_lines(lines: list[Any]) -> list[Any]:
 async def totals_preview(request: Request) -> Response:
     """The totals as the server computes them, while the person types; nothing is saved."""
     await current_actor(request)
-    body = line_items_of(dict(request.query_params.multi_items()) | {
-        field: request.query_params.getlist(field) for field in LINE_FIELDS})
+    typed, refused = form_numbers(dict(request.query_params.multi_items()) | {
+        field: request.query_params.getlist(field) for field in LINE_FIELDS}, i18n.current())
+    body = line_items_of(typed)
     given = body.get("line_items") or []
     lines = _typed_lines(given) if isinstance(given, list) else given
     context: dict[str, Any] = {"problem": None, "preview": None}
@@ -151,7 +152,7 @@ async def totals_preview(request: Request) -> Response:
         context["preview"] = {**preview, "tax_breakdown": invoices.tax_breakdown(
             json.loads(preview["line_items"]), preview["currency"])}
     except Refusal as refusal:
-        context["problem"] = refusal.message
+        context["problem"] = next(iter(refused.values()), refusal.message)
     return render(request, "_totals.html", context)
 
 
@@ -202,7 +203,7 @@ async def invoice_page(request: Request) -> Response:
 async def edit_invoice(request: Request) -> Response:
     invoice_id = path_id(request, "invoice_id", "invoice_not_found")
     actor = await current_actor(request)
-    body = line_items_of(await read_body(request, MAX_DRAFT_BYTES))
+    body = line_items_of(read_numbers(request, await read_body(request, MAX_DRAFT_BYTES)))
     edited = await studio_of(request).db.write(
         invoices.edit_draft, actor.id, invoice_id, invoices.parse_revision(body), body)
     return moved_to(request, f"/invoices/{invoice_id}", edited)

@@ -15,6 +15,7 @@ from studio.web.negotiation import (
     moved_to,
     path_id,
     read_body,
+    read_numbers,
     studio_of,
 )
 
@@ -30,7 +31,7 @@ async def record(request: Request) -> Response:
     body = await read_body(request)
     actor = await current_actor(request)
     request_id = bindings.parse_request_id(body)
-    fields = payments.parse_payment(body)
+    fields = payments.parse_payment(read_numbers(request, body))
     try:
         payment, created = await studio_of(request).db.write(
             payments.record_payment, actor.id, invoice_id, request_id, fields)

@@ -21,6 +21,7 @@ from studio.web.negotiation import (
     moved_to,
     path_id,
     read_body,
+    read_numbers,
     render,
     studio_of,
 )
@@ -80,7 +81,7 @@ async def schedule_list(request: Request) -> Response:
 
 async def create_schedule(request: Request) -> Response:
     actor = await current_actor(request)
-    body = _body(await read_body(request, MAX_DRAFT_BYTES))
+    body = _body(read_numbers(request, await read_body(request, MAX_DRAFT_BYTES)))
     request_id = bindings.parse_request_id(body)
     fields = recurring.parse_schedule(body)
     made, created = await recurring.create_schedule(studio_of(request).db, actor, fields,
@@ -130,8 +131,9 @@ async def schedule_page(request: Request) -> Response:
 
 async def edit_schedule(request: Request) -> Response:
     recurring_id = path_id(request, "recurring_id", "recurring_not_found")
-    body = _body(await read_body(request, MAX_DRAFT_BYTES))
+    raw = await read_body(request, MAX_DRAFT_BYTES)
     actor = await current_actor(request)
+    body = _body(read_numbers(request, raw))
     edited = await recurring.edit_schedule(studio_of(request).db, actor, recurring_id,
                                            recurring.parse_revision(body), body)
     _wake_the_clock(request)

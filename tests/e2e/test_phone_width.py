@@ -11,7 +11,8 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.conftest import ADA, BEN, days_ahead, free_port
+from studio.leasing.readers import tesseract
+from tests.conftest import ADA, BEN, days_ahead, free_port, scalar
 from tests.conftest import sign_in as api_sign_in
 from tests.e2e.conftest import NORTHWIND, Studio, sign_in
 from tests.mailserver import Inbox, MailServer
@@ -21,7 +22,9 @@ pytestmark = pytest.mark.e2e
 
 PHONE = {"width": 390, "height": 844}
 SMTP = MailServer(Inbox(), free_port())
-STUDIO_SETTINGS = {"STUDIO_SMTP_URL": SMTP.url, "STUDIO_MAIL_FROM": SENDER}
+# Long enough to read a photographed receipt on a busy machine.
+STUDIO_SETTINGS = {"STUDIO_SMTP_URL": SMTP.url, "STUDIO_MAIL_FROM": SENDER,
+                   "STUDIO_LEASE_SECONDS": "300"}
 
 LONG_NAME = "Donaudampfschifffahrtsgesellschaftskapitänswitwenkasse und Söhne Handelsgesellschaft"
 LONG_EMAIL = "accounts.payable.northern-region@donaudampfschifffahrtsgesellschaft.example"
@@ -211,3 +214,49 @@ def test_the_desktop_keeps_its_tables(page: Page, studio: Studio,
     page.goto(f"{studio.url}/invoices/{long_invoice['invoice']}")
     expect(page.locator("#send-list thead")).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+
+
+# How far each line table's cells reach past the box the table sits in, or the table scrolls
+# inside itself (0 when neither): a Net column cut off is one or the other.
+LINES_CUT = """tables => tables.map(table => {
+    const box = table.parentElement.getBoundingClientRect();
+    const cells = Array.from(table.querySelectorAll('th, td'));
+    const past = cells.map(cell => Math.round(cell.getBoundingClientRect().right - box.right));
+    return Math.max(0, table.scrollWidth - table.clientWidth, ...past);
+})"""
+
+
+def test_the_lines_show_their_net_column_whole_on_a_phone(
+        page: Page, studio: Studio, long_invoice: dict[str, str]) -> None:
+    page.set_viewport_size(PHONE)
+    cut: dict[str, list[int]] = {}
+    page.goto(studio.url + long_invoice["share"])
+    expect(page.locator("table.lines").first).to_be_visible()
+    cut["share page"] = page.locator("table.lines").evaluate_all(LINES_CUT)
+    sign_in(page, studio.url)
+    for name, path in (("invoice page", f"/invoices/{long_invoice['invoice']}"),
+                       ("credit note", f"/invoices/{long_invoice['credit']}"),
+                       ("printable", f"/invoices/{long_invoice['invoice']}/document")):
+        page.goto(studio.url + path)
+        cut[name] = page.locator("table.lines").evaluate_all(LINES_CUT)
+    assert all(cut.values()) and max(px for each in cut.values() for px in each) <= 1, cut
+
+
+@pytest.mark.skipif(tesseract() is None, reason="the OCR engine (tesseract-ocr) is missing")
+def test_a_receipts_suggestion_fits_a_phone(page: Page, studio: Studio) -> None:
+    draft = scalar(studio.db_path, "SELECT invoice_id FROM attachments JOIN actors"
+                                   " ON actors.id = attachments.owner_id WHERE email = ?", ADA)
+    client = api_sign_in(studio.url, ADA)
+    try:
+        lease = made(client.post("/leases", json={
+            "request_id": rid(), "purpose": "read_receipt", "invoice_ids": [draft],
+            "providers": ["local"]}))
+    finally:
+        client.close()
+    studio.wait_for_lease(lease["lease_id"], "proposed", seconds=240)
+    page.set_viewport_size(PHONE)
+    sign_in(page, studio.url)
+    page.goto(f"{studio.url}/leases/{lease['lease_id']}")
+    expect(page.locator(".reading").first).to_contain_text("Batterien AA 4er")
+    px, out = overflow(page)
+    assert px <= 0, out

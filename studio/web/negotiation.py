@@ -156,7 +156,8 @@ def _with_form_numbers(request: Request, refusal: Refusal) -> Refusal:
     """The refusal of a form, each field under the form's own row, and a number the person's
     language does not write said so (rather than how the machine format is written)."""
     rows = request.scope.get("studio.form_rows")
-    if rows is None or not (refusal.fields or request.scope["studio.form_numbers"]):
+    if rows is None or refusal.status != 422 \
+            or not (refusal.fields or request.scope["studio.form_numbers"]):
         return refusal
     fields = numbers.at_form_rows(refusal.fields, rows)
     written = request.scope["studio.form_numbers"]

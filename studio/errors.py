@@ -59,6 +59,9 @@ REFUSALS: dict[str, tuple[int, str]] = {
     "invoice_changed": (
         409, N_("A payment or credit note was recorded since this was written, so it may be"
              " wrong; nothing was saved. Ask again.")),
+    "reminder_changed": (
+        409, N_("This reminder step's words were changed since the wording was asked for, so"
+             " nothing was kept. Ask again for suggestions.")),
     "currency_mismatch": (
         409, N_("The receipt is in another currency than the draft; nothing was added.")),
     "invalid_proposal": (422, N_("The suggestion does not fit what was asked for.")),

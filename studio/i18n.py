@@ -1,6 +1,6 @@
 """The languages the studio speaks: one catalogue of every string a person reads (gettext
-through Babel, `studio/locale/<language>/LC_MESSAGES/*.po`), and amounts and dates as each
-language writes them (Babel's CLDR data).
+through Babel, `studio/locale/<language>/LC_MESSAGES/messages.po`), and amounts and dates as
+each language writes them (Babel's CLDR data).
 
 Which language is spoken is per context: a page follows its person (`use` in the web edge),
 a document its customer (`use` around the rendering). English is the source language: its
@@ -94,21 +94,16 @@ def speak(language: str | None) -> None:
 
 @functools.cache
 def translations(language: str) -> NullTranslations:
-    """Every catalogue file of the language, read once: its `.po` compiled in memory."""
-    folder = LOCALE / language / "LC_MESSAGES"
-    merged: NullTranslations = NullTranslations()
-    for path in sorted(folder.glob("*.po")) if language != DEFAULT else []:
-        with path.open("rb") as source:
-            catalog = read_po(source, locale=language)
-        compiled = io.BytesIO()
-        write_mo(compiled, catalog)
-        compiled.seek(0)
-        part = Translations(compiled)
-        if isinstance(merged, Translations):
-            merged.merge(part)
-        else:
-            merged = part
-    return merged
+    """The language's catalogue, read once: its `messages.po` compiled in memory."""
+    path = LOCALE / language / "LC_MESSAGES" / "messages.po"
+    if language == DEFAULT or not path.exists():
+        return NullTranslations()
+    with path.open("rb") as source:
+        catalog = read_po(source, locale=language)
+    compiled = io.BytesIO()
+    write_mo(compiled, catalog)
+    compiled.seek(0)
+    return Translations(compiled)
 
 
 def gettext(message: str) -> str:

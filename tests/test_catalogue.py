@@ -55,6 +55,13 @@ def catalogues(language: str) -> list[tuple[Path, Catalog]]:
     return read
 
 
+@pytest.mark.parametrize("language", [code for code in i18n.LANGUAGES if code != i18n.DEFAULT])
+def test_each_language_has_one_catalogue(language: str) -> None:
+    """One file a language: a string has one translation, never one per area of the code."""
+    folder = i18n.LOCALE / language / "LC_MESSAGES"
+    assert sorted(path.name for path in folder.glob("*.po")) == ["messages.po"]
+
+
 def translated(language: str) -> set[str]:
     """The msgids with a translation in any of the language's catalogue files."""
     done: set[str] = set()
@@ -105,7 +112,7 @@ def test_every_extracted_string_has_a_translation(language: str) -> None:
                if msgid not in translated(language)}
     assert not missing, (
         f"{len(missing)} strings have no {language} translation in"
-        f" studio/locale/{language}/LC_MESSAGES/*.po:\n"
+        f" studio/locale/{language}/LC_MESSAGES/messages.po:\n"
         + "\n".join(f"  {where[0]}: {msgid!r}" for msgid, where in sorted(
             missing.items(), key=lambda item: item[1][0])))
 

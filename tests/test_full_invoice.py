@@ -314,8 +314,8 @@ async def test_the_totals_preview_shows_the_tax_per_rate(studio) -> None:
         ("quantity", "2"), ("unit_price", "12.50"), ("discount_percent", ""),
         ("tax_rate", "7")])
     assert preview.status_code == 200
-    assert 'data-rate="19">EUR 10.25' in preview.text and 'data-rate="7">EUR 1.75' in preview.text
-    assert "EUR 90.97" in preview.text
+    assert 'data-rate="19">€10.25' in preview.text and 'data-rate="7">€1.75' in preview.text
+    assert "€90.97" in preview.text
 
 
 # --- issuing ---------------------------------------------------------------------------------

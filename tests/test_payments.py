@@ -425,9 +425,9 @@ async def test_the_invoice_page_lists_payments_and_credit_notes_with_the_balance
     order = [section.index(f'id="payment-{first["id"]}"'),
              section.index(f'id="payment-{voided["id"]}"'), section.index(issued["number"])]
     assert order == sorted(order)
-    assert re.search(r"First part.*?EUR 700\.00.*?EUR 2000\.00", section, re.S)
-    assert re.search(rf'payment-{voided["id"]}".*?<s>.*?Cancelled.*?EUR 2000\.00', section, re.S)
-    assert re.search(rf'{issued["number"]}.*?EUR 100\.00.*?EUR 1900\.00', section, re.S)
+    assert re.search(r"First part.*?€700\.00.*?€2,000\.00", section, re.S)
+    assert re.search(rf'payment-{voided["id"]}".*?<s>.*?Cancelled.*?€2,000\.00', section, re.S)
+    assert re.search(rf'{issued["number"]}.*?€100\.00.*?€1,900\.00', section, re.S)
     assert f'action="/payments/{voided["id"]}/void"' not in section
     assert f'action="/payments/{first["id"]}/void"' in section and "hx-confirm" in section
     # The form: the balance due, today, the methods, a minted id.
@@ -469,7 +469,7 @@ async def test_a_form_records_a_payment_and_goes_to_the_invoice(studio) -> None:
     made = payments_of(db, invoice_id)[0]
     assert page.headers["location"] == f"/invoices/{invoice_id}?recorded={made['id']}"
     shown = (await client.get(page.headers["location"], headers=PAGE)).text
-    assert "Payment of EUR 20.00 recorded." in shown
+    assert "Payment of €20.00 recorded." in shown
     again = await client.post(f"/invoices/{invoice_id}/payments", data=form, headers=HTMX)
     assert again.headers["hx-redirect"] == page.headers["location"]
     assert len(payments_of(db, invoice_id)) == 1

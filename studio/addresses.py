@@ -15,6 +15,9 @@ from urllib.parse import unquote, urlsplit
 
 import idna
 
+from studio import i18n
+from studio.errors import N_
+
 DEFAULT_PORTS = {"smtp": 587, "smtps": 465}
 MAX_ADDRESS = 254  # RFC 5321's longest path, less its angle brackets
 MAX_LOCAL = 64  # RFC 5321's longest local part
@@ -91,8 +94,21 @@ def address(value: str) -> str:
     return trimmed
 
 
-@functools.lru_cache(maxsize=1024)  # a rule of the text alone, asked again at every send
 def address_fault(value: str) -> str | None:
+    """Why `value` is not an address the studio keeps or sends to (`_fault`'s rule), in the
+    words of the language being spoken, or None when it is one."""
+    found = _fault(value)
+    if found is None:
+        return None
+    message, values = found
+    return i18n.gettext(message) % values
+
+
+Fault = tuple[str, dict[str, object]]
+
+
+@functools.lru_cache(maxsize=1024)  # a rule of the text alone, asked again at every send
+def _fault(value: str) -> Fault | None:
     """The one rule for every address the studio keeps (a customer's, the seller's) or sends
     to: why `value` is not one, or None when it is. An address is what mail can carry, as a
     person writes it:
@@ -113,13 +129,15 @@ def address_fault(value: str) -> str | None:
       unassigned one): one could make the address read as another, or break a header;
     - at most 254 characters, 64 before the @, as the mail server is told it (the domain
       in IDNA, a letter beyond ASCII counted in its UTF-8 bytes)."""
-    like = "must be one address like name@example.com, without a name, spaces or <>"
+    like: Fault = (N_("must be one address like name@example.com, without a name, spaces or <>"),
+                   {})
     if len(value) > MAX_ADDRESS:
-        return f"is longer than an address can be ({MAX_ADDRESS} characters at most)"
+        return (N_("is longer than an address can be (%(most)s characters at most)"),
+                {"most": MAX_ADDRESS})
     for char in value:
         if unicodedata.category(char)[0] == "C":
-            return (f"holds an invisible character (U+{ord(char):04X}), which no address"
-                    " holds; type the address again")
+            return (N_("holds an invisible character (%(char)s), which no address holds; type"
+                       " the address again"), {"char": f"U+{ord(char):04X}"})
     if value.count("@") != 1:
         return like
     local, domain = value.split("@")
@@ -130,29 +148,32 @@ def address_fault(value: str) -> str | None:
                 or not char.isascii() and unicodedata.category(char)[0] == "Z":
             return like
     if "" in local.split("."):
-        return "cannot have a dot first or last before the @, or two dots in a row"
+        return (N_("cannot have a dot first or last before the @, or two dots in a row"), {})
     if "=?" in local:
         # An encoded word (RFC 2047): mail programs read it as other text, another address
         # even, in the header the recipient sees.
-        return "cannot hold =? before the @: mail programs would read it as other words"
+        return (N_("cannot hold =? before the @: mail programs would read it as other words"),
+                {})
     if domain.translate(FULL_STOPS) != domain:
-        return (f"cannot be sent to as written: {domain[:100]}, after the @, holds a dot"
-                " other than “.”, which mail reads as “.”; type the address again with “.”")
+        return (N_("cannot be sent to as written: %(domain)s, after the @, holds a dot other"
+                   " than “.”, which mail reads as “.”; type the address again with “.”"),
+                {"domain": domain[:100]})
     wire = ascii_domain(domain)
     labels = domain.split(".")
     if wire is None or len(labels) < 2 or "" in labels \
             or NUMBER_LABEL.fullmatch(wire.rsplit(".", 1)[-1]):
-        return (f"cannot be sent to: {domain[:100]}, after the @, is not a name a mail server"
-                " can be found by. Check it for a typo, or ask for another address")
+        return (N_("cannot be sent to: %(domain)s, after the @, is not a name a mail server can"
+                   " be found by. Check it for a typo, or ask for another address"),
+                {"domain": domain[:100]})
     if len(local.encode()) > MAX_LOCAL or len(f"{local}@{wire}".encode()) > MAX_ADDRESS:
-        return (f"is longer than an address can be ({MAX_ADDRESS} characters at most,"
-                f" {MAX_LOCAL} before the @)")
+        return (N_("is longer than an address can be (%(most)s characters at most, %(local)s"
+                   " before the @)"), {"most": MAX_ADDRESS, "local": MAX_LOCAL})
     return None
 
 
 def is_address(value: str) -> bool:
     """Whether `value`, as it is, is an address by `address_fault`'s rule."""
-    return address_fault(value) is None
+    return _fault(value) is None
 
 
 def wire_address(address: str) -> str:

@@ -89,7 +89,7 @@ async def test_json_keeps_one_machine_format(studio) -> None:
     refused = await client.post("/invoices", json=body, headers={"Accept-Language": "de"})
     assert refused.status_code == 422
     assert refused.json()["fields"] == {"unit_price.1": refused.json()["message"]}
-    assert "before the point" in refused.json()["message"]
+    assert "vor dem Komma" in refused.json()["message"]
     assert rows(studio.settings.db_path,
                 "SELECT id FROM invoices WHERE customer = 'Kunde GmbH'") == []
 
@@ -120,10 +120,10 @@ async def test_a_refused_draft_form_names_every_field_in_the_persons_language(st
     shown = re.findall(r'<li data-field="([^"]+)">([^<]+)</li>', refused.text)
     assert dict(shown) == {
         "unit_price.1": "Der Einzelpreis in Zeile 1 muss eine Zahl wie 1.200,50 sein.",
-        "description.3": "Line 2: the description must be 1 to 500 characters.",
+        "description.3": "Zeile 2: Die Beschreibung muss 1 bis 500 Zeichen lang sein.",
         "quantity.3": "Die Menge in Zeile 3 muss eine Zahl wie 1,5 sein.",
-        "discount_percent.3": "Line 2: the discount must be a percent from 0 to 100, like 10 or"
-                              " 2.5.",
+        "discount_percent.3": "Zeile 2: Der Rabatt muss ein Prozentsatz von 0 bis 100 sein,"
+                              " etwa 10 oder 2,5.",
     }
     assert "Nicht gespeichert: 4 Felder zu korrigieren" in refused.text
     assert rows(studio.settings.db_path,

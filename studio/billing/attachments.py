@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import filetype
+from babel.numbers import get_decimal_symbol
 
-from studio import logs
+from studio import i18n, logs
 from studio.billing import invoices
 from studio.errors import Refusal
+from studio.i18n import gettext
 from studio.store import bindings
 from studio.store.db import Database
 from studio.store.dialect import account_lock, hold
@@ -65,8 +67,9 @@ def draft_of(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> None:
 
 def refuse_if_issued(row: sqlite3.Row) -> None:
     if row["status"] == "issued":
-        raise Refusal("invoice_issued", f"This invoice was issued as {row['number']}; its "
-                                        "attachments stay as they were when it was issued.")
+        raise Refusal("invoice_issued", gettext(
+            "This invoice was issued as %(number)s; its attachments stay as they were when it"
+            " was issued.") % {"number": row["number"]})
 
 
 def _listed(db: sqlite3.Connection, attachment_id: str) -> dict[str, Any]:
@@ -88,22 +91,25 @@ def refuse_past_quota(db: sqlite3.Connection, actor_id: str, invoice_id: str, qu
     count = db.execute("SELECT COUNT(*) FROM attachments WHERE invoice_id = ?",
                        (invoice_id,)).fetchone()[0]
     if count >= quota.per_invoice:
-        raise Refusal("too_many_attachments", f"This invoice already has {count} attachments,"
-                                              " the most one may hold; remove one first.")
+        raise Refusal("too_many_attachments", gettext(
+            "This invoice already has %(count)s attachments, the most one may hold; remove one"
+            " first.") % {"count": count})
     if adding:
         used = stored_bytes(db, actor_id)
         if used + adding > quota.storage_bytes:
-            raise Refusal("storage_quota_exceeded", (
-                f"Your attachments use {_size(used)} of the {_size(quota.storage_bytes)} you"
-                f" may store, and this file needs {_size(adding)}; remove attachments you no"
-                " longer need, then attach it again."))
+            raise Refusal("storage_quota_exceeded", gettext(
+                "Your attachments use %(used)s of the %(quota)s you may store, and this file"
+                " needs %(adding)s; remove attachments you no longer need, then attach it"
+                " again.") % {"used": _size(used), "quota": _size(quota.storage_bytes),
+                              "adding": _size(adding)})
 
 
 def _size(count: int) -> str:
     for unit, scale in (("GiB", 1024 ** 3), ("MiB", 1024 ** 2), ("KiB", 1024)):
         if count >= scale:
-            return f"{count / scale:.1f}".removesuffix(".0") + f" {unit}"
-    return f"{count} bytes"
+            number = f"{count / scale:.1f}".removesuffix(".0")
+            return number.replace(".", get_decimal_symbol(i18n.current())) + f" {unit}"
+    return gettext("%(count)s bytes") % {"count": count}
 
 
 def room_for(db: sqlite3.Connection, actor_id: str, invoice_id: str, client_key: str,

@@ -17,7 +17,8 @@ from typing import Any
 from studio import i18n
 from studio.accounts.auth import Actor
 from studio.billing import identifiers, money
-from studio.errors import FieldChecks, Refusal
+from studio.errors import N_, FieldChecks, Refusal
+from studio.i18n import gettext
 from studio.store import bindings, paging
 from studio.store.db import Database
 from studio.store.dialect import account_lock, anywhere, dialect_of, hold
@@ -42,8 +43,9 @@ def _terms_days(value: object) -> int:
             and len(value.strip()) <= 3:
         value = int(value.strip())  # a form field is text
     if type(value) is not int or not 0 <= value <= MAX_TERMS_DAYS:
-        raise Refusal("invalid_body", "The payment terms must be a whole number of days from 0 "
-                                      f"to {MAX_TERMS_DAYS}.")
+        raise Refusal("invalid_body", gettext(
+            "The payment terms must be a whole number of days from 0 to %(most)s.") % {
+                "most": MAX_TERMS_DAYS})
     return value
 
 
@@ -64,8 +66,9 @@ def _language(value: object) -> str | None:
     code = value.strip().lower() if isinstance(value, str) else None
     if code not in i18n.LANGUAGES:
         choices = ", ".join(f"{code} ({i18n.NAMES[code]})" for code in i18n.LANGUAGES)
-        raise Refusal("invalid_body", f"The language must be one of {choices}, or left empty"
-                                      " to follow the customer's country.")
+        raise Refusal("invalid_body", gettext(
+            "The language must be one of %(choices)s, or left empty to follow the customer's"
+            " country.") % {"choices": choices})
     return code
 
 
@@ -86,10 +89,10 @@ def parse_customer(body: dict[str, Any], before: dict[str, Any] | None = None
     checks = FieldChecks()  # every field refused at once, each by its name
     country = checks.check("country", identifiers.country, given("country"))
     found = {
-        "name": checks.check("name", lambda: identifiers.text(given("name"), "name", MAX_NAME,
+        "name": checks.check("name", lambda: identifiers.text(given("name"), N_("name"), MAX_NAME,
                                                               least=1)),
         "email": checks.check("email", identifiers.email, given("email")),
-        "address": checks.check("address", identifiers.text, given("address"), "address",
+        "address": checks.check("address", identifiers.text, given("address"), N_("address"),
                                 MAX_ADDRESS),
         "country": country,
         "vat_id": checks.check("vat_id", identifiers.vat_id, given("vat_id"), country or ""),
@@ -115,7 +118,7 @@ def _reminders(body: dict[str, Any], before: dict[str, Any]) -> bool:
         return True
     if value in (False, "false", "0", "off", ""):
         return False
-    raise Refusal("invalid_body", "The reminders setting must be true or false.")
+    raise Refusal("invalid_body", gettext("The reminders setting must be true or false."))
 
 
 def parse_revision(body: dict[str, Any]) -> int:
@@ -128,8 +131,9 @@ def parse_query(value: object) -> str:
     if value is None:
         return ""
     if not isinstance(value, str) or len(value) > MAX_QUERY:
-        raise Refusal("invalid_body", f"Search for at most {MAX_QUERY} characters of text.")
-    return identifiers.plain(value, "search").strip()
+        raise Refusal("invalid_body", gettext(
+            "Search for at most %(most)s characters of text.") % {"most": MAX_QUERY})
+    return identifiers.plain(value, N_("search")).strip()
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -205,8 +209,9 @@ def _refuse_sellers_own_vat_id(db: sqlite3.Connection, actor_id: str, vat_id: st
     row = db.execute("SELECT vat_id FROM profiles WHERE actor_id = ?", (actor_id,)).fetchone()
     sellers = "".join((row["vat_id"] if row is not None else "").split()).upper()
     if sellers and sellers == "".join(vat_id.split()).upper():
-        raise Refusal("invalid_vat_id", f"{vat_id} is your own VAT ID (in Settings); enter"
-                                        " the customer's VAT ID, or leave it empty.")
+        raise Refusal("invalid_vat_id", gettext(
+            "%(vat_id)s is your own VAT ID (in Settings); enter the customer's VAT ID, or leave"
+            " it empty.") % {"vat_id": vat_id})
 
 
 def create(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any],
@@ -271,15 +276,16 @@ def delete(db: sqlite3.Connection, actor_id: str, customer_id: str) -> None:
                        " AND status != 'deleted' ORDER BY number IS NULL, number LIMIT 1",
                        (customer_id,)).fetchone()
     if named is not None:
-        raise Refusal("customer_in_use", (
-            f"Invoice {named['number']} names this customer, so it cannot be deleted; it "
-            "stays in your list." if named["number"] else
-            "A draft names this customer, so it cannot be deleted: delete the draft, or "
-            "choose another customer on it, first."))
+        raise Refusal("customer_in_use", gettext(
+            "Invoice %(number)s names this customer, so it cannot be deleted; it stays in your"
+            " list.") % {"number": named["number"]} if named["number"] else gettext(
+            "A draft names this customer, so it cannot be deleted: delete the draft, or choose"
+            " another customer on it, first."))
     if db.execute("SELECT 1 FROM recurring WHERE customer_id = ? LIMIT 1",
                   (customer_id,)).fetchone() is not None:
-        raise Refusal("customer_in_use", "A recurring invoice names this customer, so it"
-                                         " cannot be deleted; it stays in your list.")
+        raise Refusal("customer_in_use", gettext(
+            "A recurring invoice names this customer, so it cannot be deleted; it stays in your"
+            " list."))
     # A deleted draft's row stays for the requests that named it; it no longer names anyone.
     db.execute("UPDATE invoices SET customer_id = NULL WHERE customer_id = ?"
                " AND status = 'deleted'", (customer_id,))

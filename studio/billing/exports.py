@@ -29,7 +29,8 @@ from typing import Any
 
 from studio.accounts.auth import Actor
 from studio.billing import balances, invoices, money
-from studio.errors import Refusal
+from studio.errors import N_, Refusal
+from studio.i18n import gettext
 from studio.store.db import Database
 
 PAGE = 500
@@ -89,6 +90,11 @@ def _midnight(day: dt.date) -> float:
     return dt.datetime.combine(day, dt.time(), dt.UTC).timestamp()
 
 
+# What a date of the range that is no date says, by which it is.
+NOT_A_DATE = {"from": N_("The from date must be a date like 2026-12-31."),
+              "to": N_("The to date must be a date like 2026-12-31.")}
+
+
 def _date(value: str | None, which: str) -> dt.date | None:
     if value is None or not value.strip():
         return None  # a form sends an empty field for a date left blank
@@ -98,8 +104,7 @@ def _date(value: str | None, which: str) -> dt.date | None:
             raise ValueError(value)
         day = dt.date.fromisoformat(value)
     except ValueError:
-        raise Refusal("invalid_date", f"The {which} date must be a date like 2026-12-31."
-                      ) from None
+        raise Refusal("invalid_date", gettext(NOT_A_DATE[which])) from None
     return day
 
 
@@ -107,8 +112,9 @@ def parse_range(query: Mapping[str, str]) -> DateRange:
     """`?from=&to=`: dates like 2026-12-31, both optional; the first not after the last."""
     found = DateRange(_date(query.get("from"), "from"), _date(query.get("to"), "to"))
     if found.start and found.end and found.start > found.end:
-        raise Refusal("invalid_date", f"The from date ({found.start}) is after the to date"
-                                      f" ({found.end}); swap them.")
+        raise Refusal("invalid_date", gettext(
+            "The from date (%(start)s) is after the to date (%(end)s); swap them.") % {
+                "start": found.start, "end": found.end})
     return found
 
 

@@ -41,7 +41,8 @@ from pypdf.generic import (
 )
 
 from studio.billing import documents, invoices, money
-from studio.errors import Refusal
+from studio.errors import N_, Refusal
+from studio.i18n import gettext
 from studio.store.db import Database
 
 RSM = "urn:un:unece:uncefact:data:standard:CrossIndustryInvoice:100"
@@ -313,28 +314,32 @@ def embed(pdf: bytes, xml: bytes, invoice: dict[str, Any]) -> bytes:
 
 def missing(invoice: dict[str, Any]) -> list[str]:
     """What EN 16931 asks of every e-invoice that this issued invoice does not carry, in a
-    person's words: the seller's country (BR-9) and VAT ID (BR-CO-26 with the category
+    person's words (in English, marked for the catalogue; `refuse_unless_complete` says them
+    in the language): the seller's country (BR-9) and VAT ID (BR-CO-26 with the category
     rules), the buyer's country (BR-11). An invoice issued to a buyer typed by name alone
     has no buyer country: its PDF is a whole invoice, but no e-invoice can be made of it."""
     seller = invoice.get("seller") or {}
     lacks = []
     if not documents.country_of(seller):
-        lacks.append("your country")
+        lacks.append(N_("your country"))
     if not (seller.get("vat_id") or "").strip():
-        lacks.append("your VAT ID")
+        lacks.append(N_("your VAT ID"))
     if not documents.country_of(documents.buyer_of(invoice)):
-        lacks.append("the buyer's country")
+        lacks.append(N_("the buyer's country"))
     return lacks
 
 
 def refuse_unless_complete(invoice: dict[str, Any]) -> None:
     lacks = missing(invoice)
     if lacks:
-        raise Refusal("einvoice_incomplete", (
-            f"No e-invoice can be made of {invoice['number']}: it does not name "
-            f"{' or '.join(lacks)}, which every e-invoice must. Its PDF is a complete invoice"
-            " to send as it is. An issued invoice never changes, so for invoices to come, add"
-            " what is missing in Settings or on the customer before issuing."))
+        named = gettext(lacks[0])
+        for lack in lacks[1:]:
+            named = gettext("%(one)s or %(other)s") % {"one": named, "other": gettext(lack)}
+        raise Refusal("einvoice_incomplete", gettext(
+            "No e-invoice can be made of %(number)s: it does not name %(lacks)s, which every"
+            " e-invoice must. Its PDF is a complete invoice to send as it is. An issued invoice"
+            " never changes, so for invoices to come, add what is missing in Settings or on the"
+            " customer before issuing.") % {"number": invoice["number"], "lacks": named})
 
 
 async def issued_document(db: Database, owner_id: str, invoice_id: str) -> dict[str, Any]:
@@ -344,8 +349,8 @@ async def issued_document(db: Database, owner_id: str, invoice_id: str) -> dict[
     if invoice is None:
         raise Refusal("invoice_not_found")
     if invoice["status"] != "issued":
-        raise Refusal("invoice_not_issued", "This invoice is still a draft; it has an e-invoice"
-                                            " once it is issued.")
+        raise Refusal("invoice_not_issued", gettext(
+            "This invoice is still a draft; it has an e-invoice once it is issued."))
     return invoice
 
 

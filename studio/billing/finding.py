@@ -20,7 +20,8 @@ from urllib.parse import urlencode
 
 from studio.accounts.auth import Actor
 from studio.billing import balances, customers, invoices, money
-from studio.errors import Refusal
+from studio.errors import N_, Refusal
+from studio.i18n import gettext
 from studio.store import paging
 from studio.store.db import Database
 from studio.store.dialect import anywhere, dialect_of
@@ -54,20 +55,20 @@ def filters_of(query: Mapping[str, str]) -> Filters:
              ("status", "customer_id", "from", "to")}
     status = given["status"] or None
     if status is not None and status not in STATUSES:
-        raise Refusal("invalid_body", "Show invoices that are draft, issued, unpaid, paid or"
-                                      " overdue.")
+        raise Refusal("invalid_body", gettext(
+            "Show invoices that are draft, issued, unpaid, paid or overdue."))
     customer_id = given["customer_id"] or None
     if customer_id is not None:
         try:
             customer_id = str(uuid.UUID(customer_id[:64]))
         except ValueError:
-            raise Refusal("invalid_body", "That customer is not one of yours; choose one from"
-                                          " the list.") from None
+            raise Refusal("invalid_body", gettext(
+                "That customer is not one of yours; choose one from the list.")) from None
     text = customers.parse_query(query.get("q")) or None
-    since = invoices.parse_date(given["from"], "from date") if given["from"] else None
-    until = invoices.parse_date(given["to"], "to date") if given["to"] else None
+    since = invoices.parse_date(given["from"], N_("from date")) if given["from"] else None
+    until = invoices.parse_date(given["to"], N_("to date")) if given["to"] else None
     if since and until and since > until:
-        raise Refusal("invalid_body", "The from date must not be after the to date.")
+        raise Refusal("invalid_body", gettext("The from date must not be after the to date."))
     return Filters(status, customer_id, text, since, until)
 
 

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from studio import counters, i18n, logs
 from studio.accounts.auth import Actor
 from studio.billing import balances, customers, identifiers, money, profiles, taxes
-from studio.errors import FieldChecks, Refusal
+from studio.errors import N_, FieldChecks, Refusal
+from studio.i18n import gettext
 from studio.store import bindings, paging
 from studio.store.db import Database
 from studio.store.dialect import account_lock, hold
@@ -57,22 +58,25 @@ LISTED = ("id", "number", "status", "kind", "customer", "currency", "net", "tax"
 
 def _customer(value: object) -> str:
     if not isinstance(value, str) or not 1 <= len(value.strip()) <= MAX_CUSTOMER:
-        raise Refusal("invalid_body", f"The customer must be 1 to {MAX_CUSTOMER} characters.")
-    return identifiers.plain(value, "customer name").strip()
+        raise Refusal("invalid_body", gettext(
+            "The customer must be 1 to %(most)s characters.") % {"most": MAX_CUSTOMER})
+    return identifiers.plain(value, N_("customer name")).strip()
 
 
 def parse_date(value: object, what: str) -> str:
-    """A date like 2026-12-31, as written; `what` names it in the refusal."""
+    """A date like 2026-12-31, as written; `what` names it in the refusal (an English word the
+    catalogue translates, marked `N_()` where it is written)."""
     try:
         if not isinstance(value, str) or len(value) != 10:
             raise ValueError(value)
         return dt.date.fromisoformat(value).isoformat()
     except ValueError:
-        raise Refusal("invalid_body", f"The {what} must be a date like 2026-12-31.") from None
+        raise Refusal("invalid_body", gettext("The %(what)s must be a date like 2026-12-31.") % {
+            "what": gettext(what)}) from None
 
 
 def _due_date(value: object) -> str:
-    return parse_date(value, "due date")
+    return parse_date(value, N_("due date"))
 
 
 def _supply_date(value: object) -> str | None:
@@ -80,16 +84,17 @@ def _supply_date(value: object) -> str | None:
     not said)."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    return parse_date(value, "supply date")
+    return parse_date(value, N_("supply date"))
 
 
 def _notes(value: object) -> str:
     if value is None:
         return ""
     if not isinstance(value, str) or len(value.strip()) > MAX_NOTES:
-        raise Refusal("invalid_body", f"The notes must be text of at most {MAX_NOTES:,}"
-                                      " characters.")
-    return identifiers.plain(value, "notes").strip()
+        raise Refusal("invalid_body", gettext(
+            "The notes must be text of at most %(most)s characters.") % {
+                "most": i18n.number(MAX_NOTES)})
+    return identifiers.plain(value, N_("notes")).strip()
 
 
 def _customer_id(value: object) -> str | None:
@@ -98,8 +103,8 @@ def _customer_id(value: object) -> str | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if not isinstance(value, str) or len(value) > 100:
-        raise Refusal("invalid_body", "The customer_id must be the id of one of your customers,"
-                                      " as text.")
+        raise Refusal("invalid_body", gettext(
+            "The customer_id must be the id of one of your customers, as text."))
     return value.strip()
 
 
@@ -117,8 +122,9 @@ def parse_draft(body: dict[str, Any], before: dict[str, Any] | None = None) -> d
     if "currency" not in before or currency != before["currency"]:
         currency = money.currency_code(currency)
     if before.get("kind") == "credit_note" and currency != before["currency"]:
-        raise Refusal("invalid_body", "A credit note keeps the currency of the invoice it "
-                                      f"corrects ({before['currency']}).")
+        raise Refusal("invalid_body", gettext(
+            "A credit note keeps the currency of the invoice it corrects (%(currency)s).") % {
+                "currency": before["currency"]})
     checks = FieldChecks()  # the lines and the other fields refused at once, each by its name
     lines = checks.check("line_items", money.parse_lines, given("line_items"))
     customer_id = checks.check("customer_id", _customer_id, given("customer_id"))
@@ -158,8 +164,9 @@ def parse_customer_revision(body: dict[str, Any]) -> int | None:
     try:
         return parse_revision({"revision": body["customer_revision"]})
     except Refusal:
-        raise Refusal("invalid_body", "Reload the page and issue again: the form did not say"
-                                      " which version of the customer you reviewed.") from None
+        raise Refusal("invalid_body", gettext(
+            "Reload the page and issue again: the form did not say which version of the customer"
+            " you reviewed.")) from None
 
 
 def parse_revision(body: dict[str, Any]) -> int:
@@ -174,7 +181,8 @@ def parse_confirm_tax(body: dict[str, Any]) -> bool:
         return False
     if given in (True, "true", "on"):
         return True
-    raise Refusal("invalid_body", "confirm_tax must be true (issue the tax as it is) or false.")
+    raise Refusal("invalid_body", gettext(
+        "confirm_tax must be true (issue the tax as it is) or false."))
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -393,12 +401,13 @@ def _refuse_unless_draft(db: sqlite3.Connection, actor_id: str, invoice_id: str,
                          revision: int | None = None) -> sqlite3.Row:
     row = owned(db, actor_id, invoice_id)
     if row["status"] == "issued":
-        raise Refusal("invoice_issued", f"This invoice was issued as {row['number']}; an "
-                                        "issued invoice never changes. Make a credit note "
-                                        "to correct it.")
+        raise Refusal("invoice_issued", gettext(
+            "This invoice was issued as %(number)s; an issued invoice never changes. Make a"
+            " credit note to correct it.") % {"number": row["number"]})
     if revision is not None and row["revision"] != revision:
-        raise Refusal("draft_changed", "This draft changed since you opened it (in another tab"
-                                       " or elsewhere). Reload it and make your change again.")
+        raise Refusal("draft_changed", gettext(
+            "This draft changed since you opened it (in another tab or elsewhere). Reload it and"
+            " make your change again."))
     return row
 
 
@@ -465,8 +474,8 @@ def make_credit_note(db: sqlite3.Connection, actor_id: str, invoice_id: str,
     now = clock(now)
     row = owned(db, actor_id, invoice_id)
     if row["status"] != "issued":
-        raise Refusal("invoice_not_issued", "Only an issued invoice can be credited; "
-                                            "a draft can simply be edited.")
+        raise Refusal("invoice_not_issued", gettext(
+            "Only an issued invoice can be credited; a draft can simply be edited."))
     if row["kind"] != "invoice":
         raise Refusal("not_creditable")
     # One credit note of an invoice is drafted at a time: asking again, with whatever request
@@ -543,8 +552,9 @@ def buyer_of_draft(db: sqlite3.Connection, actor_id: str, invoice_id: str
 def _refuse_unless_reviewed(customer_revision: int | None, found: int | None) -> None:
     """The buyer issued is the buyer reviewed: a customer edited since is refused."""
     if customer_revision is not None and found is not None and found != customer_revision:
-        raise Refusal("customer_changed", "The customer's details changed since you opened"
-                                          " this page; reload it to see them, then issue.")
+        raise Refusal("customer_changed", gettext(
+            "The customer's details changed since you opened this page; reload it to see them,"
+            " then issue."))
 
 
 def _refuse_dates_out_of_order(draft: sqlite3.Row, issued_on: dt.date) -> None:
@@ -557,16 +567,17 @@ def _refuse_dates_out_of_order(draft: sqlite3.Row, issued_on: dt.date) -> None:
     if draft["kind"] != "invoice":
         return
     if draft["due_date"] < issued_on.isoformat():
-        raise Refusal("due_before_issue", f"This invoice would be issued today, {issued_on},"
-                                          f" but it is due {draft['due_date']}, before that."
-                                          f" Change the due date to {issued_on} or later, then"
-                                          " issue.")
+        raise Refusal("due_before_issue", gettext(
+            "This invoice would be issued today, %(today)s, but it is due %(due)s, before that."
+            " Change the due date to %(today)s or later, then issue.") % {
+                "today": issued_on, "due": draft["due_date"]})
     latest = issued_on + SUPPLY_AHEAD
     if draft["supply_date"] and draft["supply_date"] > latest.isoformat():
-        raise Refusal("supply_too_far_ahead", f"The date of supply, {draft['supply_date']}, is"
-                                              f" more than a year after today, {issued_on},"
-                                              " when this invoice would be issued. Check it"
-                                              f" for a typo: it may be {latest} at the latest.")
+        raise Refusal("supply_too_far_ahead", gettext(
+            "The date of supply, %(supply)s, is more than a year after today, %(today)s, when"
+            " this invoice would be issued. Check it for a typo: it may be %(latest)s at the"
+            " latest.") % {"supply": draft["supply_date"], "today": issued_on,
+                           "latest": latest})
 
 
 def _refuse_excess_credit(db: sqlite3.Connection, note: sqlite3.Row) -> None:
@@ -576,10 +587,11 @@ def _refuse_excess_credit(db: sqlite3.Connection, note: sqlite3.Row) -> None:
     so_far = balances.credited_so_far(db, note["credits"])
     if so_far + Decimal(note["total"]) > Decimal(original["total"]):
         left = money.text(Decimal(original["total"]) - so_far, original["currency"])
-        raise Refusal("credit_exceeds_invoice",
-                      f"Credit notes for {original['number']} may come to at most "
-                      f"{original['currency']} {original['total']}; {original['currency']} "
-                      f"{left} is left to credit. Lower the amounts of this credit note.")
+        raise Refusal("credit_exceeds_invoice", gettext(
+            "Credit notes for %(number)s may come to at most %(currency)s %(total)s;"
+            " %(currency)s %(left)s is left to credit. Lower the amounts of this credit note.")
+            % {"number": original["number"], "currency": original["currency"],
+               "total": original["total"], "left": left})
 
 
 def next_number(db: sqlite3.Connection, actor_id: str, kind: str, year: int) -> int:

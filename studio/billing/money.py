@@ -24,9 +24,11 @@ from babel.numbers import (
     list_currencies,
 )
 
+from studio import i18n
 from studio import lines as rule
 from studio.billing.identifiers import plain
-from studio.errors import FieldChecks, Refusal
+from studio.errors import N_, FieldChecks, Refusal
+from studio.i18n import gettext
 
 # What a line may hold is `studio.lines`, the rule proposals and the receipt reader keep too.
 MAX_LINES = rule.MAX_LINES
@@ -60,9 +62,11 @@ def currency_code(value: object) -> str:
     if code in currencies():
         return code
     if code in list_currencies():
-        raise Refusal("invalid_body", f"{code} is not a currency in use today; choose a "
-                                      "current ISO 4217 code such as EUR or USD.")
-    raise Refusal("invalid_body", "The currency must be an ISO 4217 code such as EUR or USD.")
+        raise Refusal("invalid_body", gettext(
+            "%(code)s is not a currency in use today; choose a current ISO 4217 code such as EUR"
+            " or USD.") % {"code": code})
+    raise Refusal("invalid_body", gettext(
+        "The currency must be an ISO 4217 code such as EUR or USD."))
 
 
 # Read once per currency: an export rounds a dozen amounts per invoice, and Babel's look-up
@@ -108,12 +112,13 @@ def compact(value: Decimal) -> Decimal:
 
 def _decimal(value: object, pattern: re.Pattern[str], what: str, line: int) -> Decimal:
     if isinstance(value, float):
-        raise Refusal("invalid_body", f"Line {line}: an amount came as a binary floating-point"
-                                      " number, which cannot hold every decimal exactly; send"
-                                      ' it as text, like "19.99".')
+        raise Refusal("invalid_body", gettext(
+            'Line %(line)s: an amount came as a binary floating-point number, which cannot hold'
+            ' every decimal exactly; send it as text, like "19.99".') % {"line": line})
     raw = as_written(value)
     if not pattern.fullmatch(raw):
-        raise Refusal("invalid_body", f"Line {line}: {what}")
+        raise Refusal("invalid_body", gettext("Line %(line)s: %(fault)s") % {
+            "line": line, "fault": gettext(what)})
     return Decimal(raw)
 
 
@@ -145,19 +150,21 @@ class Line:
 def parse_line(raw: object, line: int) -> Line:
     """One line item, every field checked; `line` counts from 1 for the message."""
     if not isinstance(raw, dict):
-        raise Refusal("invalid_body", f"Line {line} must be an object with a description, "
-                                      "quantity, unit price and tax rate.")
+        raise Refusal("invalid_body", gettext(
+            "Line %(line)s must be an object with a description, quantity, unit price and tax"
+            " rate.") % {"line": line})
     checks = FieldChecks()  # every field of the line refused at once, each by its name
     text = checks.check(f"description.{line}", _description, raw.get("description"), line)
     quantity = checks.check(f"quantity.{line}", _decimal, raw.get("quantity"), QUANTITY,
-                            "the quantity must be a number above 0 with at most 12 digits"
-                            " before the point and 6 after.", line)
+                            N_("the quantity must be a number above 0 with at most 12 digits"
+                               " before the point and 6 after."), line)
     unit_price = checks.check(f"unit_price.{line}", _decimal, raw.get("unit_price"), PRICE,
-                              "the unit price must be a number (below 0 for a deduction, like"
-                              " -0.25) with at most 12 digits before the point and 6 after.",
-                              line)
+                              N_("the unit price must be a number (below 0 for a deduction,"
+                                 " like -0.25) with at most 12 digits before the point and 6"
+                                 " after."), line)
     tax_rate = checks.check(f"tax_rate.{line}", _decimal, raw.get("tax_rate", "0"), RATE,
-                            "the tax rate must be a percent from 0 to 100, like 19 or 7.5.", line)
+                            N_("the tax rate must be a percent from 0 to 100, like 19 or 7.5."),
+                            line)
     discount_percent = checks.check(f"discount_percent.{line}", _discount,
                                     raw.get("discount_percent"), line)
     checks.done()
@@ -169,20 +176,22 @@ def parse_line(raw: object, line: int) -> Line:
 
 def _description(description: object, line: int) -> str:
     if not isinstance(description, str) or not 1 <= len(description.strip()) <= MAX_DESCRIPTION:
-        raise Refusal("invalid_body",
-                      f"Line {line}: the description must be 1 to {MAX_DESCRIPTION} characters.")
-    text = plain(description, f"description of line {line}").strip()
+        raise Refusal("invalid_body", gettext(
+            "Line %(line)s: the description must be 1 to %(most)s characters.") % {
+                "line": line, "most": MAX_DESCRIPTION})
+    text = plain(description, gettext("description of line %(line)s") % {"line": line}).strip()
     if not rule.shows(text):
-        raise Refusal("invalid_body", f"Line {line}: the description shows nothing: invisible"
-                                      " characters alone are not text.")
+        raise Refusal("invalid_body", gettext(
+            "Line %(line)s: the description shows nothing: invisible characters alone are not"
+            " text.") % {"line": line})
     return text
 
 
 def _discount(discount: object, line: int) -> Decimal | None:
     if discount is None or (isinstance(discount, str) and not discount.strip()):
         return None  # left out, or a form's blank field
-    discount_percent = _decimal(discount, RATE, "the discount must be a percent from 0 to"
-                                " 100, like 10 or 2.5.", line)
+    discount_percent = _decimal(discount, RATE, N_("the discount must be a percent from 0 to"
+                                                   " 100, like 10 or 2.5."), line)
     # No discount is one thing, however it is written: a zero is left out.
     return compact(discount_percent) if discount_percent else None
 
@@ -208,7 +217,8 @@ def stored_line(raw: object) -> Line | None:
 
 def parse_lines(raw: object) -> list[Line]:
     if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_LINES:
-        raise Refusal("invalid_body", f"An invoice needs 1 to {MAX_LINES} line items.")
+        raise Refusal("invalid_body", gettext("An invoice needs 1 to %(most)s line items.") % {
+            "most": MAX_LINES})
     checks = FieldChecks()  # every line's refused fields at once
     lines = [checks.check(f"line_items.{n}", parse_line, item, n)
              for n, item in enumerate(raw, start=1)]
@@ -235,17 +245,20 @@ def totals(lines: list[Line], currency: str) -> Totals:
     deductions (a deposit returned, a discount) come off what the invoice bills."""
     found = add_up(lines, currency)
     if found.total >= MAX_TOTAL:
-        raise Refusal("invalid_body", "The total must stay below 1,000,000,000,000,000; "
-                                      "split the amounts over several invoices.")
+        raise Refusal("invalid_body", gettext(
+            "The total must stay below %(most)s; split the amounts over several invoices.") % {
+                "most": i18n.number(MAX_TOTAL)})
     if found.total < 0:
         raise Refusal("invalid_body", below_zero(found.total, currency))
     return found
 
 
 def below_zero(total: Decimal, currency: str) -> str:
-    return (f"The lines come to a total of {currency} {text(total, currency)}, below 0, and an"
-            " invoice's total cannot be: its deductions may only take off what its other lines"
-            " bill. To give money back, make a credit note for the invoice it was paid on.")
+    return gettext(
+        "The lines come to a total of %(currency)s %(total)s, below 0, and an invoice's total"
+        " cannot be: its deductions may only take off what its other lines bill. To give money"
+        " back, make a credit note for the invoice it was paid on.") % {
+            "currency": currency, "total": text(total, currency)}
 
 
 def add_up(lines: list[Line], currency: str) -> Totals:

@@ -19,13 +19,15 @@ from typing import Any
 from studio import logs
 from studio.accounts.auth import Actor
 from studio.billing import balances, identifiers, invoices, money
-from studio.errors import FieldChecks, Refusal
+from studio.errors import N_, FieldChecks, Refusal
+from studio.i18n import gettext
 from studio.store import bindings
 from studio.store.db import Database
 from studio.store.dialect import account_lock, hold
 from studio.store.transactions import clock, timestamp
 
-METHODS = {"bank_transfer": "Bank transfer", "card": "Card", "cash": "Cash", "other": "Other"}
+METHODS = {"bank_transfer": N_("Bank transfer"), "card": N_("Card"), "cash": N_("Cash"),
+           "other": N_("Other")}
 MAX_REFERENCE = 200
 # The earliest date a payment may carry; later than today (plus a day for time zones ahead
 # of the studio's) is a typing slip.
@@ -40,8 +42,9 @@ DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 def _amount(value: object) -> Decimal:
     raw = money.as_written(value)
     if not money.AMOUNT.fullmatch(raw) or Decimal(raw) <= 0:
-        raise Refusal("invalid_body", "The amount must be a number above 0, like 120.50, with"
-                                      " at most 12 digits before the point.")
+        raise Refusal("invalid_body", gettext(
+            "The amount must be a number above 0, like 120.50, with at most 12 digits before the"
+            " point."))
     return Decimal(raw)
 
 
@@ -51,8 +54,8 @@ def _date(value: object) -> str:
             raise ValueError(value)
         return dt.date.fromisoformat(value.strip()).isoformat()
     except ValueError:
-        raise Refusal("invalid_body", "The payment date must be a date like 2026-03-31.") \
-            from None
+        raise Refusal("invalid_body", gettext(
+            "The payment date must be a date like 2026-03-31.")) from None
 
 
 def parse_payment(body: dict[str, Any]) -> dict[str, str]:
@@ -63,7 +66,7 @@ def parse_payment(body: dict[str, Any]) -> dict[str, str]:
     amount = checks.check("amount", _amount, body.get("amount"))
     paid_on = checks.check("date", _date, body.get("date"))
     method = checks.check("method", _method, body.get("method"))
-    reference = checks.check("reference", identifiers.text, body.get("reference"), "reference",
+    reference = checks.check("reference", identifiers.text, body.get("reference"), N_("reference"),
                              MAX_REFERENCE)
     checks.done()
     assert amount is not None
@@ -74,8 +77,8 @@ def parse_payment(body: dict[str, Any]) -> dict[str, str]:
 
 def _method(method: object) -> str:
     if not isinstance(method, str) or method not in METHODS:
-        raise Refusal("invalid_body", "The method must be one of bank_transfer, card, cash or"
-                                      " other.")
+        raise Refusal("invalid_body", gettext(
+            "The method must be one of bank_transfer, card, cash or other."))
     return method
 
 
@@ -112,8 +115,8 @@ def _payable(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> Any:
     """The actor's issued invoice (not a credit note); refused otherwise."""
     invoice = invoices.owned(db, actor_id, invoice_id)
     if invoice["status"] != "issued":
-        raise Refusal("invoice_not_issued", "This invoice is still a draft; issue it before"
-                                            " recording a payment.")
+        raise Refusal("invoice_not_issued", gettext(
+            "This invoice is still a draft; issue it before recording a payment."))
     if invoice["kind"] != "invoice":
         raise Refusal("credit_note_not_payable")
     return invoice
@@ -125,10 +128,10 @@ def _payable(db: sqlite3.Connection, actor_id: str, invoice_id: str) -> Any:
 def _nothing_left(invoice: Any, balance: Any) -> str:
     """Why no payment can be recorded on an invoice with nothing due, in a person's words."""
     if Decimal(invoice["total"]) == 0:
-        return "This invoice is for no amount; there is nothing to pay."
+        return gettext("This invoice is for no amount; there is nothing to pay.")
     if Decimal(balance["amount_credited"]) > 0:
-        return "This invoice is paid or credited in full; there is nothing left to pay."
-    return "This invoice is paid in full; there is nothing left to pay."
+        return gettext("This invoice is paid or credited in full; there is nothing left to pay.")
+    return gettext("This invoice is paid in full; there is nothing left to pay.")
 
 
 def record_payment(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: str,
@@ -155,16 +158,18 @@ def record_payment(db: sqlite3.Connection, actor_id: str, invoice_id: str, reque
         amount = Decimal(fields["amount"])
         if money.rounded(amount, currency) != amount:
             places = money.minor_units(currency)
-            said = f"{currency} amounts have at most {places} decimal places." if places \
-                else f"{currency} amounts are whole numbers."
+            said = (gettext("%(currency)s amounts have at most %(places)s decimal places.")
+                    if places else gettext("%(currency)s amounts are whole numbers.")) % {
+                "currency": currency, "places": places}
             raise Refusal("invalid_body", said, fields={"amount": said})
         paid_on = dt.date.fromisoformat(fields["date"])
         if not EARLIEST <= paid_on <= balances.today(now) + AHEAD:
-            said = "The payment date must be between 2000-01-01 and today."
+            said = gettext("The payment date must be between 2000-01-01 and today.")
             raise Refusal("invalid_body", said, fields={"date": said})
         if amount > due:
-            said = (f"At most {currency} {money.text(due, currency)} is left to pay on this"
-                    " invoice; record that amount or less.")
+            said = gettext("At most %(currency)s %(due)s is left to pay on this invoice; record"
+                           " that amount or less.") % {"currency": currency,
+                                                       "due": money.text(due, currency)}
             raise Refusal("payment_exceeds_balance", said, fields={"amount": said})
         row = {"id": payment_id, "owner_id": actor_id, "invoice_id": invoice_id,
                "amount": money.text(amount, currency), "currency": currency,
@@ -219,7 +224,7 @@ def account(db: sqlite3.Connection, invoice: Mapping[str, Any]) -> dict[str, Any
     for payment in _listed(db, invoice_id):
         entries.append({"kind": "payment", "date": payment["date"], "at": payment["created_at"],
                         "amount": payment["amount"], "payment": payment,
-                        "method": METHODS[payment["method"]],
+                        "method": gettext(METHODS[payment["method"]]),
                         "voided": payment["status"] == "voided"})
     for note in db.execute(
             "SELECT id, number, total, issue_date, issued_at FROM invoices WHERE credits = ?"

@@ -12,9 +12,11 @@ from typing import Any
 import filetype
 from PIL import Image
 
+from studio import i18n
 from studio.accounts.auth import Actor
 from studio.billing import identifiers
-from studio.errors import Refusal
+from studio.errors import N_, Refusal
+from studio.i18n import gettext
 from studio.store.db import Database
 from studio.store.dialect import account_lock, hold
 from studio.store.transactions import clock
@@ -23,7 +25,9 @@ FIELDS = ("name", "address", "country", "vat_id", "tax_number", "email", "iban",
           "payment_terms", "footer")
 LIMITS = {"name": 200, "address": 1000, "tax_number": 50, "payment_terms": 500, "footer": 500}
 EMPTY = dict.fromkeys(FIELDS, "")
-WORDS = {"name": "business name", "tax_number": "tax number", "payment_terms": "payment terms"}
+# Each field as a message names it (in English; `identifiers.text` says it in the language).
+WORDS = {"name": N_("business name"), "address": N_("address"), "tax_number": N_("tax number"),
+         "payment_terms": N_("payment terms"), "footer": N_("footer")}
 MAX_LOGO_BYTES = 512 * 1024
 MAX_LOGO_SIDE = 2000  # pixels: sharp on paper, and small to decode
 LOGO_TYPES = {"image/png", "image/jpeg"}
@@ -52,25 +56,27 @@ def parse_logo(content: bytes) -> Logo:
     """A PNG or JPEG of at most 512 KB and 2,000 pixels a side that decodes whole: the PDF
     can always draw it."""
     if len(content) > MAX_LOGO_BYTES:
-        raise Refusal("upload_too_large", f"A logo may be at most {MAX_LOGO_BYTES // 1024} KB;"
-                                          " save a smaller image and choose it again.")
+        raise Refusal("upload_too_large", gettext(
+            "A logo may be at most %(most)s KB; save a smaller image and choose it again.") % {
+                "most": MAX_LOGO_BYTES // 1024})
     guessed = filetype.guess(content[:512])
     if guessed is None or guessed.mime not in LOGO_TYPES:
-        raise Refusal("unsupported_media_type", "A logo must be a PNG or JPEG image; that file"
-                                                " is neither.")
+        raise Refusal("unsupported_media_type", gettext(
+            "A logo must be a PNG or JPEG image; that file is neither."))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(content)) as image:
                 if max(image.size) > MAX_LOGO_SIDE:
-                    raise Refusal("upload_too_large", f"A logo may be at most {MAX_LOGO_SIDE:,}"
-                                                      " pixels wide and high; save a smaller "
-                                                      "image and choose it again.")
+                    raise Refusal("upload_too_large", gettext(
+                        "A logo may be at most %(most)s pixels wide and high; save a smaller"
+                        " image and choose it again.") % {"most": i18n.number(MAX_LOGO_SIDE)})
                 image.load()
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError,
             Image.DecompressionBombWarning):
-        raise Refusal("unsupported_media_type", "That logo could not be read as an image; "
-                                                "save it again as a PNG or JPEG.") from None
+        raise Refusal("unsupported_media_type", gettext(
+            "That logo could not be read as an image; save it again as a PNG or JPEG.")
+        ) from None
     return Logo(guessed.mime, content, hashlib.sha256(content).hexdigest())
 
 
@@ -125,8 +131,9 @@ def seller_snapshot(db: sqlite3.Connection, actor_id: str) -> dict[str, str | No
     refused without a business name."""
     seller = profile_of(db, actor_id)
     if not seller["name"].strip():
-        raise Refusal("invoice_incomplete", "Add your business name in Settings before issuing: "
-                                            "it is printed on the invoice as the seller.")
+        raise Refusal("invoice_incomplete", gettext(
+            "Add your business name in Settings before issuing: it is printed on the invoice as"
+            " the seller."))
     return seller
 
 

@@ -10,6 +10,7 @@ import sqlite3
 from typing import Any
 
 from studio.errors import Refusal
+from studio.i18n import gettext
 from studio.store.transactions import clock
 
 PLACEHOLDERS = ("number", "customer", "amount_due", "currency", "due_date", "days_overdue",
@@ -34,8 +35,9 @@ def refuse_unknown_placeholders(text: str, where: str,
     for name in PLACEHOLDER.findall(text):
         if name not in allowed:
             known = ", ".join(f"{{{known}}}" for known in allowed)
-            raise Refusal("invalid_body", f"The {where} holds {{{name}}}, which is not a"
-                                          f" placeholder the studio fills in; use {known}.")
+            raise Refusal("invalid_body", gettext(
+                "The %(where)s holds {%(name)s}, which is not a placeholder the studio fills in;"
+                " use %(known)s.") % {"where": gettext(where), "name": name, "known": known})
 
 
 def subject_placeholders() -> tuple[str, ...]:
@@ -57,8 +59,9 @@ def step_fence(db: sqlite3.Connection, actor_id: str, days: int) -> str:
     steps = steps_shown(db, actor_id)
     found = next((step for step in steps if step["days"] == days), None)
     if found is None and len(steps) >= MAX_STEPS:
-        raise Refusal("invalid_body", f"The reminders already have {MAX_STEPS} steps; a step"
-                                      f" {days} days from the due date would be one too many.")
+        raise Refusal("invalid_body", gettext(
+            "The reminders already have %(most)s steps; a step %(days)s days from the due date"
+            " would be one too many.") % {"most": MAX_STEPS, "days": days})
     return json.dumps({"days": days, "step": found}, sort_keys=True)
 
 

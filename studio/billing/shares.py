@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from studio.billing import invoices
 from studio.errors import Refusal
+from studio.i18n import gettext
 from studio.store.db import Database
 from studio.store.dialect import account_lock, hold
 from studio.store.transactions import clock, timestamp
@@ -51,8 +52,8 @@ def _new_link(db: sqlite3.Connection, actor_id: str, invoice_id: str, now: float
     is returned here once and never stored."""
     row = invoices.owned(db, actor_id, invoice_id)
     if row["status"] != "issued":
-        raise Refusal("invoice_not_issued", "Only an issued invoice can be shared; issue it"
-                                            " first.")
+        raise Refusal("invoice_not_issued", gettext(
+            "Only an issued invoice can be shared; issue it first."))
     link_id, token = str(uuid.uuid4()), secrets.token_urlsafe(TOKEN_BYTES)
     db.execute(
         "INSERT INTO share_links (id, owner_id, invoice_id, token_sha256, created_at,"

@@ -2,6 +2,21 @@
 (function () {
   "use strict";
 
+  // What the script says, in the page's language: base.html gives the words (#words, made
+  // through the catalogue); English where a page has none. "{name}" is filled in here.
+  var WORDS = null;
+  function word(key, english, values) {
+    if (WORDS === null) {
+      var given = document.getElementById("words");
+      try { WORDS = given ? JSON.parse(given.textContent) : {}; } catch (e) { WORDS = {}; }
+    }
+    var text = typeof WORDS[key] === "string" ? WORDS[key] : english;
+    Object.keys(values || {}).forEach(function (name) {
+      text = text.split("{" + name + "}").join(String(values[name]));
+    });
+    return text;
+  }
+
   function mintId() {
     if (window.crypto && typeof crypto.randomUUID === "function") {
       return crypto.randomUUID();
@@ -80,7 +95,7 @@
     button.addEventListener("click", function () {
       button.disabled = true;
       status.className = "status";
-      status.textContent = "Submitting…";
+      status.textContent = word("submitting", "Submitting…");
       var controller = new AbortController();
       var timer = setTimeout(function () { controller.abort(); }, SUBMIT_TIMEOUT_MS);
       fetch(review.dataset.action || "/leases", {
@@ -92,7 +107,7 @@
       }).then(function (reply) {
         return reply.json().catch(function () { return {}; }).then(function (data) {
           if (reply.ok && data.lease_id) {
-            status.textContent = "Submitted. Opening the suggestions…";
+            status.textContent = word("submitted", "Submitted. Opening the suggestions…");
             location.assign("/leases/" + data.lease_id);
             return;
           }
@@ -101,8 +116,8 @@
             // Reload finds the invoice, not the step that issued it.
             var issued = "/invoices/" + data.invoice_id;
             history.replaceState(history.state, "", issued);
-            status.textContent = "Issued as " + data.number + ".";
-            button.textContent = "Issued";
+            status.textContent = word("issued_as", "Issued as {number}.", { number: data.number });
+            button.textContent = word("issued", "Issued");
             review.dataset.number = data.number;
             setTimeout(function () { location.replace(issued); }, 800);
             return;
@@ -112,15 +127,16 @@
             return;
           }
           status.className = "status error";
-          status.textContent = data.message || ("The studio answered " + reply.status + ".");
+          status.textContent = data.message ||
+            word("answered", "The studio answered {status}.", { status: reply.status });
           button.disabled = reply.status >= 400 && reply.status < 500 && reply.status !== 503;
           if (button.disabled) { return; }
-          button.textContent = review.dataset.again || "Submit again";
+          button.textContent = review.dataset.again || word("submit_again", "Submit again");
         });
       }, function () {
         status.className = "status error";
-        status.textContent = "No reply - submit again; it is safe. The same request is sent, so nothing is made twice.";
-        button.textContent = review.dataset.again || "Submit again";
+        status.textContent = word("no_reply_submit", "No reply - submit again; it is safe. The same request is sent, so nothing is made twice.");
+        button.textContent = review.dataset.again || word("submit_again", "Submit again");
         button.disabled = false;
       }).finally(function () { clearTimeout(timer); });
     });
@@ -159,7 +175,7 @@
       input.disabled = true;
       bar.value = 0;
       barLabel.hidden = false;
-      say("Sending " + pending.file.name + "…");
+      say(word("sending", "Sending {name}…", { name: pending.file.name }));
       xhr.onload = function () {
         var data = {};
         try { data = JSON.parse(xhr.responseText); } catch (error) { data = {}; }
@@ -169,7 +185,7 @@
           return;
         }
         if (xhr.status >= 200 && xhr.status < 300) {
-          say("Attached " + data.filename + ".");
+          say(word("attached", "Attached {name}.", { name: data.filename }));
           section.dataset.lastKey = pending.key;
           pending = null;
           input.value = "";
@@ -177,7 +193,7 @@
           htmx.ajax("GET", section.dataset.action, { target: "#attachment-list", swap: "innerHTML" });
           return;
         }
-        say(data.message || ("The studio answered " + xhr.status + "."), true);
+        say(data.message || word("answered", "The studio answered {status}.", { status: xhr.status }), true);
         barLabel.hidden = true;
         again.hidden = xhr.status < 500;
         if (xhr.status < 500) { pending = null; input.value = ""; }
@@ -185,7 +201,7 @@
       xhr.onerror = xhr.ontimeout = function () {
         input.disabled = false;
         barLabel.hidden = true;
-        say("No reply - send again; it is safe. The same file goes with the same key, so it is attached once.", true);
+        say(word("no_reply_send", "No reply - send again; it is safe. The same file goes with the same key, so it is attached once."), true);
         again.hidden = false;
       };
       xhr.send(form);
@@ -247,13 +263,14 @@
       // A poll that went unanswered must not hide what the person's own action was told.
       var messages = document.getElementById("messages");
       if (messages && messages.querySelector(":scope > :not([data-code=no_reply])")) { return; }
-      say("No reply from the studio. The page keeps asking; nothing is lost.", "no_reply");
+      say(word("no_reply_polling", "No reply from the studio. The page keeps asking; nothing is lost."), "no_reply");
     } else {
-      say("No reply from the studio. Try again; it is safe.", "no_reply");
+      say(word("no_reply_try", "No reply from the studio. Try again; it is safe."), "no_reply");
     }
   });
   document.addEventListener("htmx:responseError", function (event) {
-    say("The studio answered " + event.detail.xhr.status + ". Try again in a moment.",
+    say(word("answered_later", "The studio answered {status}. Try again in a moment.",
+             { status: event.detail.xhr.status }),
       "server_error");
   });
 
@@ -517,16 +534,17 @@
     var wanted = picker.dataset.pickedCurrency;
     if (currency && wanted && !currency.readOnly && currency.value !== wanted) {
       currency.value = wanted;
-      filled.push("currency " + wanted);
+      filled.push(word("filled_currency", "currency {currency}", { currency: wanted }));
     }
     var due = form.elements.namedItem("due_date");
     var days = picker.dataset.pickedTermsDays;
     if (due && days && !due.value && !due.readOnly) {
       due.value = daysFromToday(days);
-      filled.push("due " + due.value + " (" + days + " days)");
+      filled.push(word("filled_due", "due {date} ({days} days)", { date: due.value, days: days }));
     }
     said.textContent = filled.length
-      ? "Filled in from " + picker.dataset.pickedName + "'s details: " + filled.join(", ") + "."
+      ? word("filled_from", "Filled in from {name}'s details: {filled}.",
+             { name: picker.dataset.pickedName, filled: filled.join(", ") })
       : "";
     // The totals follow the currency.
     if (filled.length && currency) { currency.dispatchEvent(new Event("input", { bubbles: true })); }

@@ -26,6 +26,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from studio import i18n
 from studio.errors import Refusal
 from studio.store.dialect import dialect_of, hold, hold_free
 from studio.store.transactions import clock
@@ -186,7 +187,9 @@ def _known(db: sqlite3.Connection, email: str, address: str, now: float) -> bool
 def _refused_for(seconds: float) -> str:
     """The refusal in words, with the real time to wait."""
     if seconds > 90:
-        wait = f"{math.ceil(seconds / 60)} minutes"
-    else:
-        wait = f"{math.ceil(seconds)} second{'' if math.ceil(seconds) == 1 else 's'}"
-    return f"Too many failed sign-ins. Try again in {wait}."
+        return i18n.gettext("Too many failed sign-ins. Try again in %(count)s minutes.") % {
+            "count": math.ceil(seconds / 60)}
+    if math.ceil(seconds) == 1:
+        return i18n.gettext("Too many failed sign-ins. Try again in 1 second.")
+    return i18n.gettext("Too many failed sign-ins. Try again in %(count)s seconds.") % {
+        "count": math.ceil(seconds)}

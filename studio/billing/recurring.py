@@ -24,9 +24,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from studio import i18n
 from studio.accounts.auth import Actor
 from studio.billing import customers, identifiers, invoices, money
 from studio.errors import Refusal
+from studio.i18n import _
 from studio.store import bindings, paging
 from studio.store.db import Database
 from studio.store.dialect import account_lock, hold
@@ -120,8 +122,9 @@ def _whole(value: object, what: str, least: int, most: int) -> int:
             and len(value.strip()) <= 6:
         value = int(value.strip())  # a form field is text
     if type(value) is not int or not least <= value <= most:
-        raise Refusal("invalid_body", f"The {what} must be a whole number from {least} to"
-                                      f" {most:,}.")
+        raise Refusal("invalid_body", _("The %(what)s must be a whole number from %(least)s to"
+                                        " %(most)s.") % {"what": what, "least": least,
+                                                         "most": i18n.number(most)})
     return value
 
 
@@ -136,7 +139,8 @@ def _choice(value: object, what: str, choices: tuple[str, ...], default: str | N
     if (value is None or value == "") and default is not None:
         return default
     if value not in choices:
-        raise Refusal("invalid_body", f"The {what} must be one of: {', '.join(choices)}.")
+        raise Refusal("invalid_body", _("The %(what)s must be one of: %(choices)s.")
+                      % {"what": what, "choices": ", ".join(choices)})
     return str(value)
 
 
@@ -149,7 +153,7 @@ def _day(value: object, every: str, starts: str) -> str | None:
     elif value == "last":
         found = "last"
     else:
-        found = str(_whole(value, "day (1 to 28, or last)", 1, 28))
+        found = str(_whole(value, _("day (1 to 28, or last)"), 1, 28))
     return None if every == "week" else found  # a week runs on the weekday it starts
 
 
@@ -158,7 +162,7 @@ def _flag(value: object, what: str) -> bool:
         return False
     if value in (True, "true", "1", "on"):
         return True
-    raise Refusal("invalid_body", f"The {what} must be true or false.")
+    raise Refusal("invalid_body", _("The %(what)s must be true or false.") % {"what": what})
 
 
 def _email_to(body: dict[str, Any], before: dict[str, Any]) -> str:
@@ -167,8 +171,8 @@ def _email_to(body: dict[str, Any], before: dict[str, Any]) -> str:
     if "email" in body:
         given = body["email"]
         if given is not None and not isinstance(given, dict):
-            raise Refusal("invalid_body", "The email must be an object like"
-                                          " {\"to\": \"name@example.com\"}.")
+            raise Refusal("invalid_body", _("The email must be an object like"
+                                            " {\"to\": \"name@example.com\"}."))
         value = (given or {}).get("to")
     elif "email_to" in body:
         value = body["email_to"]
@@ -188,7 +192,7 @@ def parse_schedule(body: dict[str, Any], before: dict[str, Any] | None = None
 
     customer_id = given("customer_id")
     if not isinstance(customer_id, str) or not 1 <= len(customer_id.strip()) <= 100:
-        raise Refusal("invalid_body", "The customer_id must name one of your customers.")
+        raise Refusal("invalid_body", _("The customer_id must name one of your customers."))
     currency = given("currency")
     if currency is not None and currency != "" and currency != before.get("currency"):
         currency = money.currency_code(currency)
@@ -201,14 +205,14 @@ def parse_schedule(body: dict[str, Any], before: dict[str, Any] | None = None
     ends = given("ends", "ends_on")
     ends = None if ends in (None, "") else invoices.parse_date(ends, "ends")
     if ends is not None and ends < starts:
-        raise Refusal("invalid_body", f"The ends date, {ends}, is before the starts date,"
-                                      f" {starts}.")
+        raise Refusal("invalid_body", _("The ends date, %(ends)s, is before the starts date,"
+                                        " %(starts)s.") % {"ends": ends, "starts": starts})
     terms = given("payment_terms_days")
     notes = given("notes")
     if notes not in (None, "") and (not isinstance(notes, str)
                                     or len(notes) > invoices.MAX_NOTES):
-        raise Refusal("invalid_body", f"The notes must be text of at most"
-                                      f" {invoices.MAX_NOTES:,} characters.")
+        raise Refusal("invalid_body", _("The notes must be text of at most %(most)s"
+                                        " characters.") % {"most": i18n.number(invoices.MAX_NOTES)})
     return {
         "customer_id": customer_id.strip(),
         "currency": currency or None,
@@ -343,22 +347,24 @@ def create(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any],
         customer = customers.owned(db, actor_id, fields["customer_id"])
         currency = fields["currency"] or customer["currency"]
         if not currency:
-            raise Refusal("invalid_body", f"The currency is missing: {customer['name']} has"
-                                          " none on file, so name one, like EUR.")
+            raise Refusal("invalid_body", _("The currency is missing: %(customer)s has none on"
+                                            " file, so name one, like EUR.")
+                          % {"customer": customer["name"]})
         money.totals(money.parse_lines(json.loads(fields["line_items"])), currency)
         starts = dt.date.fromisoformat(fields["starts_on"])
         if abs((starts - today).days) > MAX_YEARS_AWAY * 366:
-            raise Refusal("invalid_body", f"The starts date, {starts}, is more than"
-                                          f" {MAX_YEARS_AWAY} years from today; check it for"
-                                          " a typo.")
+            raise Refusal("invalid_body", _("The starts date, %(starts)s, is more than"
+                                            " %(years)s years from today; check it for a typo.")
+                          % {"starts": starts, "years": MAX_YEARS_AWAY})
         rule = Rule(fields["every"], fields["every_n"], fields["on_day"])
         anchor = first_run(rule, starts)
         n = 0 if fields["backfill"] else first_due_on_or_after(rule, anchor, today)
         state = _next_state({**fields, "status": "active"}, rule, anchor, n, 0)
         if state["status"] == "ended":
-            raise Refusal("invalid_body", f"The ends date, {fields['ends_on']}, comes before"
-                                          " the first invoice this schedule would make, so it"
-                                          " would make none; change the ends date.")
+            raise Refusal("invalid_body", _("The ends date, %(ends)s, comes before the first"
+                                            " invoice this schedule would make, so it would"
+                                            " make none; change the ends date.")
+                          % {"ends": fields["ends_on"]})
         terms = fields["payment_terms_days"]
         db.execute(
             "INSERT INTO recurring (id, owner_id, customer_id, status, currency, line_items,"
@@ -392,8 +398,8 @@ def edit(db: sqlite3.Connection, actor_id: str, recurring_id: str, revision: int
     before = dict(row)
     fields = parse_schedule(body, before)
     if fields["starts_on"] != row["starts_on"] or fields["backfill"] != bool(row["backfill"]):
-        raise Refusal("invalid_body", "The starts date and backfill stay as the schedule was"
-                                      " made; end it and make a new one to start elsewhere.")
+        raise Refusal("invalid_body", _("The starts date and backfill stay as the schedule was"
+                                        " made; end it and make a new one to start elsewhere."))
     customer = customers.owned(db, actor_id, fields["customer_id"])
     currency = fields["currency"] or row["currency"]
     money.totals(money.parse_lines(json.loads(fields["line_items"])), currency)

@@ -12,6 +12,7 @@ from typing import Any
 from studio import logs
 from studio.accounts.auth import Actor
 from studio.errors import Refusal
+from studio.i18n import _
 from studio.leasing.leases import record_event
 from studio.leasing.providers import AUTO, Providers
 from studio.leasing.purposes import PURPOSES, purpose_named
@@ -86,11 +87,11 @@ def _id_list(body: dict[str, Any], plural: str, singular: str) -> list[Any] | No
 
 def _canonical_uuid(value: object) -> str:
     if not isinstance(value, str) or len(value) > 36:
-        raise Refusal("invalid_body", "Each invoice id must be a UUID.")
+        raise Refusal("invalid_body", _("Each invoice id must be a UUID."))
     try:
         return str(uuid.UUID(value))
     except ValueError:
-        raise Refusal("invalid_body", "Each invoice id must be a UUID.") from None
+        raise Refusal("invalid_body", _("Each invoice id must be a UUID.")) from None
 
 
 def parse_intent(body: dict[str, Any], providers: Providers, max_tasks: int) -> Intent:
@@ -100,16 +101,18 @@ def parse_intent(body: dict[str, Any], providers: Providers, max_tasks: int) -> 
                             and body.get("days") not in (None, "") else body.get("purpose"))
     invoice_ids = _id_list(body, "invoice_ids", "invoice_id")
     if not invoice_ids:
-        raise Refusal("invalid_body", "Choose at least one invoice.")
+        raise Refusal("invalid_body", _("Choose at least one invoice."))
     asked = _id_list(body, "providers", "provider")
     if asked is None:
         asked = [AUTO]
     if not asked or not all(isinstance(name, str) for name in asked):
-        raise Refusal("invalid_body", "Name each one to ask for suggestions by its name, as text.")
+        raise Refusal("invalid_body",
+                      _("Name each one to ask for suggestions by its name, as text."))
     known = providers.names()
     if any(name not in known for name in asked):
-        raise Refusal("unknown_provider", "That is not one the studio can ask for suggestions;"
-                                          f" choose among: {', '.join(known)}.")
+        raise Refusal("unknown_provider", _(
+            "That is not one the studio can ask for suggestions; choose among: %(known)s.")
+            % {"known": ", ".join(known)})
     candidates = body.get("candidates", 1)
     if isinstance(candidates, str) and candidates.isascii() and candidates.isdigit() \
             and len(candidates) < 3:
@@ -117,7 +120,8 @@ def parse_intent(body: dict[str, Any], providers: Providers, max_tasks: int) -> 
     if type(candidates) is not int or not 1 <= candidates <= MAX_CANDIDATES:
         raise Refusal(
             "invalid_body",
-            f"Ask for 1 to {MAX_CANDIDATES} suggestions from each (a whole number).",
+            _("Ask for 1 to %(most)s suggestions from each (a whole number).")
+            % {"most": MAX_CANDIDATES},
         )
     intent = Intent(
         purpose=purpose.name,
@@ -130,8 +134,9 @@ def parse_intent(body: dict[str, Any], providers: Providers, max_tasks: int) -> 
     if intent.task_count > max_tasks:
         raise Refusal(
             "too_many_tasks",
-            f"That asks for {intent.task_count} suggestions; the most in one request is "
-            f"{max_tasks}. Choose fewer invoices, or fewer suggestions each.",
+            _("That asks for %(count)s suggestions; the most in one request is %(most)s."
+              " Choose fewer invoices, or fewer suggestions each.")
+            % {"count": intent.task_count, "most": max_tasks},
         )
     return intent
 
@@ -142,16 +147,16 @@ def _picked_receipt(body: dict[str, Any], reads_receipts: bool, invoices: int) -
     if picked is None or picked == "":
         return None
     if not reads_receipts:
-        raise Refusal("invalid_body", "Only reading a receipt takes an attachment to read.")
+        raise Refusal("invalid_body", _("Only reading a receipt takes an attachment to read."))
     if invoices != 1:
-        raise Refusal("invalid_body", "Pick a receipt to read for one draft at a time.")
+        raise Refusal("invalid_body", _("Pick a receipt to read for one draft at a time."))
     try:
         if not isinstance(picked, str) or len(picked) > 36:
             raise ValueError
         return str(uuid.UUID(picked))
     except ValueError:
-        raise Refusal("invalid_body", "The receipt to read must be named by its attachment"
-                                      " id.") from None
+        raise Refusal("invalid_body", _("The receipt to read must be named by its attachment"
+                                        " id.")) from None
 
 
 def _reminder_days(body: dict[str, Any], asks_days: bool, invoices: int) -> int | None:
@@ -159,16 +164,16 @@ def _reminder_days(body: dict[str, Any], asks_days: bool, invoices: int) -> int 
     days = body.get("days")
     if not asks_days:
         if days not in (None, ""):
-            raise Refusal("invalid_body", "Only reminder wording is asked for a step's days.")
+            raise Refusal("invalid_body", _("Only reminder wording is asked for a step's days."))
         return None
     if isinstance(days, str) and days.strip().lstrip("-").isdigit() and len(days) < 6:
         days = int(days)
     if type(days) is not int or not -MAX_REMINDER_DAYS <= days <= MAX_REMINDER_DAYS:
-        raise Refusal("invalid_body", "Name the reminder step by its days from the due date: a"
-                                      f" whole number from -{MAX_REMINDER_DAYS} to"
-                                      f" {MAX_REMINDER_DAYS}.")
+        raise Refusal("invalid_body", _(
+            "Name the reminder step by its days from the due date: a whole number from"
+            " -%(most)s to %(most)s.") % {"most": MAX_REMINDER_DAYS})
     if invoices != 1:
-        raise Refusal("invalid_body", "Reminder wording takes one invoice as its example.")
+        raise Refusal("invalid_body", _("Reminder wording takes one invoice as its example."))
     return days
 
 
@@ -221,8 +226,8 @@ def _fences(db: sqlite3.Connection, actor_id: str, intent: Intent) -> dict[str, 
     if intent.attachment_id is not None and db.execute(
             "SELECT 1 FROM attachments WHERE id = ? AND owner_id = ? AND invoice_id = ?",
             (intent.attachment_id, actor_id, intent.invoice_ids[0])).fetchone() is None:
-        raise Refusal("attachment_not_found", "That receipt is not attached to this draft;"
-                                              " choose one of its attachments.")
+        raise Refusal("attachment_not_found", _("That receipt is not attached to this draft;"
+                                                " choose one of its attachments."))
     return {invoice_id: purpose.fence(db, targets[invoice_id], intent.asked())
             for invoice_id in intent.invoice_ids}
 
@@ -266,10 +271,11 @@ def create_lease(
     if max_open_tasks is not None:
         waiting = _waiting_tasks(db, actor.id)
         if waiting + len(plan) > max_open_tasks:
-            raise Refusal("too_many_open_tasks", (
-                f"You have {waiting} suggestions still being written and this request adds"
-                f" {len(plan)}; at most {max_open_tasks} may wait at once. Wait for some to"
-                " finish, or stop a request, then ask again."))
+            raise Refusal("too_many_open_tasks", _(
+                "You have %(waiting)s suggestions still being written and this request adds"
+                " %(adds)s; at most %(most)s may wait at once. Wait for some to finish, or stop"
+                " a request, then ask again.")
+                % {"waiting": waiting, "adds": len(plan), "most": max_open_tasks})
     options: dict[str, Any] = {"providers": list(intent.providers),
                                "candidates": intent.candidates}
     options.update(intent.asked())  # the receipt the worker reads; the step it words
@@ -296,8 +302,8 @@ def create_lease(
             ],
         )
 
-    lease_id, _ = bindings.once(db, actor.id, "lease", request.request_id,
-                                intent.fingerprint(), make, now)
+    lease_id = bindings.once(db, actor.id, "lease", request.request_id,
+                             intent.fingerprint(), make, now)[0]
     record_event(db, lease_id, "created", f"{len(plan)} tasks", now)
     logs.state_change("lease", lease_id, actor.id, None, "open", "submitted")
     return _receipt(db, lease_id), True

@@ -23,6 +23,7 @@ from typing import Any
 from studio import counters, logs
 from studio.accounts.auth import Actor, expired_sessions, sessions_of
 from studio.errors import Refusal
+from studio.i18n import gettext
 from studio.leasing.purposes import PURPOSES
 from studio.store import paging
 from studio.store.db import Database
@@ -499,12 +500,17 @@ def failure_words(error: str) -> str:
     error, a timeout) as the writer not answering, its detail left to the log."""
     code, _, detail = error.partition(": ")
     if code == "invalid_proposal":
-        return f"The suggestion did not fit what this request asks for: {detail}"
+        return gettext("The suggestion did not fit what this request asks for: %(why)s") % {
+            "why": detail}
+    if code == "The receipt could not be read" and detail.endswith("."):
+        # The reason a reader gives is in the catalogue where it is said in words alone.
+        return gettext("The receipt could not be read: %(why)s.") % {
+            "why": gettext(detail[:-1])}
     if error[:1].isupper() and " " in code:
-        return error
+        return gettext(error)
     if code == "TimeoutError":
-        return "The writer did not answer in time."
-    return "The writer did not answer with a suggestion; asking again may work."
+        return gettext("The writer did not answer in time.")
+    return gettext("The writer did not answer with a suggestion; asking again may work.")
 
 
 async def read_lease(db: Database, actor: Actor, lease_id: str) -> dict[str, Any]:

@@ -27,7 +27,8 @@ import jsonschema
 
 from studio import addresses, lines
 from studio.billing import balances, documents, identifiers, money, reminding
-from studio.errors import Refusal
+from studio.errors import N_, Refusal
+from studio.i18n import _
 from studio.leasing.purpose import (
     AMOUNT,
     DESCRIPTION,
@@ -52,12 +53,13 @@ def checked(purpose: Purpose, proposal: object) -> dict[str, Any]:
                     if key not in purpose.worked_out}
     error = jsonschema.exceptions.best_match(_validator(purpose.name).iter_errors(proposal))
     if error is not None:
-        raise Refusal("invalid_proposal", f"The suggestion does not fit: {error.message}"[:300])
+        raise Refusal("invalid_proposal", (_("The suggestion does not fit: %(why)s")
+                                           % {"why": error.message})[:300])
     assert isinstance(proposal, dict)
     try:
         purpose.check(proposal)
     except Refusal as refused:
-        message = f"The suggestion does not fit: {refused.message}"
+        message = _("The suggestion does not fit: %(why)s") % {"why": refused.message}
         raise Refusal("invalid_proposal", message[:300]) from None
     return {**proposal, **{name: work(proposal) for name, work in purpose.worked_out.items()}}
 
@@ -126,8 +128,8 @@ def receipt_prompt(invoice: Invoice) -> str:
 
 def _a_draft_with_a_receipt(db: Any, row: Row) -> None:
     if row["status"] != "draft":
-        raise Refusal("invoice_issued", "Only a draft's lines can be added to; this invoice"
-                      f" is issued as {row['number']}.")
+        raise Refusal("invoice_issued", _("Only a draft's lines can be added to; this invoice"
+                                          " is issued as %(number)s.") % {"number": row["number"]})
     found = db.execute(
         "SELECT 1 FROM attachments WHERE invoice_id = ? AND content_type IN (?, ?, ?, ?, ?)"
         " LIMIT 1", (row["id"], *RECEIPT_TYPES)).fetchone()
@@ -159,28 +161,36 @@ def _with_reading(currency: str, kept: list[Any], proposal: dict[str, Any]
     """The draft's lines with the reading's after them, as apply writes them; refused, with
     what the person can do, when apply would refuse."""
     if proposal["currency"] and proposal["currency"] != currency:
-        raise Refusal("currency_mismatch", f"The receipt is in {proposal['currency']} and this"
-                      f" draft in {currency}, so its lines cannot be added to it.")
+        raise Refusal("currency_mismatch", _(
+            "The receipt is in %(theirs)s and this draft in %(ours)s, so its lines cannot be"
+            " added to it.") % {"theirs": proposal["currency"], "ours": currency})
     added = reading_lines(proposal)
     if not added:
-        raise Refusal("nothing_to_read", "No line of the receipt could be read, so there is"
-                      " nothing to add.")
+        raise Refusal("nothing_to_read", _("No line of the receipt could be read, so there is"
+                                           " nothing to add."))
     if len(kept) + len(added) > lines.MAX_LINES:
-        raise Refusal("invalid_proposal", f"This draft has {len(kept)} line"
-                      f"{'s' if len(kept) != 1 else ''} and the receipt {len(added)}, more than"
-                      f" the {lines.MAX_LINES} a draft holds, so they cannot be added to it."
-                      " Read the receipt into a new draft instead.")
+        counts = {"kept": len(kept), "added": len(added), "most": lines.MAX_LINES}
+        if len(kept) == 1:
+            raise Refusal("invalid_proposal", _(
+                "This draft has %(kept)s line and the receipt %(added)s, more than the %(most)s"
+                " a draft holds, so they cannot be added to it. Read the receipt into a new"
+                " draft instead.") % counts)
+        raise Refusal("invalid_proposal", _(
+            "This draft has %(kept)s lines and the receipt %(added)s, more than the %(most)s a"
+            " draft holds, so they cannot be added to it. Read the receipt into a new draft"
+            " instead.") % counts)
     items = money.parse_lines([*kept, *added])
     total = money.add_up(items, currency).total
     if total >= money.MAX_TOTAL:
-        raise Refusal("invalid_proposal", "With the receipt's lines this draft would total"
-                      " 1,000,000,000,000,000 or more, more than an invoice may; check the"
-                      " amounts read.")
+        raise Refusal("invalid_proposal", _(
+            "With the receipt's lines this draft would total 1,000,000,000,000,000 or more,"
+            " more than an invoice may; check the amounts read."))
     if total < 0:
-        raise Refusal("invalid_proposal", "With the receipt's lines this draft would total"
-                      f" {currency} {money.text(total, currency)}, below 0, which no invoice"
-                      " may: its deductions come to more than it bills. Check the amounts read;"
-                      " to give money back, make a credit note.")
+        raise Refusal("invalid_proposal", _(
+            "With the receipt's lines this draft would total %(total)s, below 0, which no"
+            " invoice may: its deductions come to more than it bills. Check the amounts read;"
+            " to give money back, make a credit note.")
+            % {"total": f"{currency} {money.text(total, currency)}"})
     return items
 
 
@@ -222,16 +232,17 @@ def check_words(check: dict[str, Any], currency: str) -> str:
 def _append_lines(db: Any, actor_id: str, row: Row, proposal: dict[str, Any],
                   fence: str) -> None:
     if row["status"] == "issued":
-        raise Refusal("invoice_issued", f"The draft was issued as {row['number']} since the"
-                      " receipt was read, and an issued invoice never changes; nothing was"
-                      " added. To bill the receipt, attach it to a new draft and read it there.")
+        raise Refusal("invoice_issued", _(
+            "The draft was issued as %(number)s since the receipt was read, and an issued"
+            " invoice never changes; nothing was added. To bill the receipt, attach it to a new"
+            " draft and read it there.") % {"number": row["number"]})
     if row["status"] != "draft":
-        raise Refusal("invoice_not_found", "The draft was deleted since the receipt was read;"
-                      " nothing was added. To bill the receipt, attach it to a new draft and"
-                      " read it there.")
+        raise Refusal("invoice_not_found", _(
+            "The draft was deleted since the receipt was read; nothing was added. To bill the"
+            " receipt, attach it to a new draft and read it there."))
     if str(row["revision"]) != fence:
-        raise Refusal("draft_changed", "The draft was edited since the receipt was read;"
-                      " nothing was added. Read it again to add its lines.")
+        raise Refusal("draft_changed", _("The draft was edited since the receipt was read;"
+                                         " nothing was added. Read it again to add its lines."))
     kept = json.loads(row["line_items"])
     items = _with_reading(row["currency"], kept, proposal)
     totals = money.totals(items, row["currency"])
@@ -292,8 +303,8 @@ def reminder_prompt(invoice: Invoice) -> str:
 
 def _money_due(db: Any, row: Row) -> None:
     if row["status"] != "issued" or row["kind"] != "invoice":
-        raise Refusal("nothing_due", "Only an issued invoice with money left to pay gets a"
-                      " reminder.")
+        raise Refusal("nothing_due", _("Only an issued invoice with money left to pay gets a"
+                                       " reminder."))
     if balances.worked_out(db, row)["payment_status"] == "paid":
         raise Refusal("nothing_due")
 
@@ -318,8 +329,8 @@ def _sendable(proposal: dict[str, Any]) -> None:
     one line that shows something, a message without control characters."""
     subject = proposal["subject"]
     if addresses.header_text_fault(subject) is not None or not lines.shows(subject):
-        raise Refusal("invalid_subject", "The subject must be one line of text, without line"
-                      " breaks or other invisible characters.")
+        raise Refusal("invalid_subject", _("The subject must be one line of text, without line"
+                                           " breaks or other invisible characters."))
     identifiers.plain(proposal["message"], "message")
 
 
@@ -327,9 +338,9 @@ def _save_reminder(db: Any, actor_id: str, row: Row, proposal: dict[str, Any],
                    fence: str) -> None:
     _sendable(proposal)
     if _money_state(db, row, {}) != fence:
-        raise Refusal("invoice_changed", "A payment or credit note was recorded since the"
-                      " reminder was written, so what it says may be wrong; nothing was saved."
-                      " Write it again.")
+        raise Refusal("invoice_changed", _(
+            "A payment or credit note was recorded since the reminder was written, so what it"
+            " says may be wrong; nothing was saved. Write it again."))
     db.execute("UPDATE invoices SET reminder = ? WHERE id = ? AND owner_id = ?",
                (json.dumps({"subject": proposal["subject"], "message": proposal["message"]}),
                 row["id"], actor_id))
@@ -355,8 +366,8 @@ def wording_prompt(invoice: Invoice) -> str:
 
 def _an_issued_invoice(db: Any, row: Row) -> None:
     if row["status"] != "issued" or row["kind"] != "invoice":
-        raise Refusal("invalid_body", "Reminder wording is written with one of your issued"
-                                      " invoices as its example; choose an issued invoice.")
+        raise Refusal("invalid_body", _("Reminder wording is written with one of your issued"
+                                        " invoices as its example; choose an issued invoice."))
 
 
 def _step_state(db: Any, row: Row, asked: dict[str, Any]) -> str:
@@ -383,13 +394,13 @@ REMINDER_WORDS = strict_object({
 
 PURPOSES: dict[str, Purpose] = {
     "summarize_invoice": Purpose(
-        name="summarize_invoice", label="Summarize invoice", verb="Summarize",
+        name="summarize_invoice", label=N_("Summarize invoice"), verb=N_("Summarize"),
         schema=strict_object({"summary": {"type": "string", "minLength": 1, "maxLength": 2000}}),
         prompt=summarize_prompt, refuse=_any_invoice, fence=_no_fence, write=_write_summary,
         summary=lambda proposal, invoice: proposal["summary"],
     ),
     "read_receipt": Purpose(
-        name="read_receipt", label="Read the receipt", verb="Read the receipts of",
+        name="read_receipt", label=N_("Read the receipt"), verb=N_("Read the receipts of"),
         schema=strict_object({
             "supplier": TEXT,
             "date": {"type": ["string", "null"], "pattern": r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
@@ -404,7 +415,7 @@ PURPOSES: dict[str, Purpose] = {
         worked_out={"check": reading_check}, reads_receipts=True,
     ),
     "draft_reminder": Purpose(
-        name="draft_reminder", label="Write a reminder", verb="Write a reminder for",
+        name="draft_reminder", label=N_("Write a reminder"), verb=N_("Write a reminder for"),
         schema=REMINDER_WORDS,
         prompt=reminder_prompt, refuse=_money_due, fence=_money_state, write=_save_reminder,
         summary=lambda proposal, invoice: proposal["subject"], check=_sendable,
@@ -413,8 +424,8 @@ PURPOSES: dict[str, Purpose] = {
     # due date, with placeholders, one issued invoice as the example; apply keeps them as that
     # step's words (nothing is sent that a person has not kept).
     "reminder_wording": Purpose(
-        name="reminder_wording", label="Suggest reminder wording",
-        verb="Suggest reminder wording, with the example of", schema=REMINDER_WORDS,
+        name="reminder_wording", label=N_("Suggest reminder wording"),
+        verb=N_("Suggest reminder wording, with the example of"), schema=REMINDER_WORDS,
         prompt=wording_prompt, refuse=_an_issued_invoice, fence=_step_state,
         write=_keep_wording, summary=lambda proposal, invoice: proposal["subject"],
         check=_placeholders_known, asks_days=True,

@@ -70,7 +70,8 @@ def _address(value: object) -> str | None:
 
 
 def _not_an_address(address: str, fault: object) -> str:
-    return f"The address “{address[:100]}” {fault}."
+    return i18n.gettext("The address “%(address)s” %(fault)s.") % {"address": address[:100],
+                                                                     "fault": fault}
 
 
 def _copies(value: object) -> list[str]:
@@ -82,8 +83,9 @@ def _copies(value: object) -> list[str]:
             raise Refusal("invalid_recipient")
         value = [part for part in value.replace(";", ",").split(",") if part.strip()]
     if not isinstance(value, list) or len(value) > MAX_CC:
-        raise Refusal("invalid_recipient", f"Copy the email to at most {MAX_CC} addresses,"
-                                           " separated by commas.")
+        raise Refusal("invalid_recipient", i18n.gettext(
+            "Copy the email to at most %(most)s addresses, separated by commas.")
+            % {"most": MAX_CC})
     return [address for item in value if (address := _address(item))]
 
 
@@ -220,7 +222,8 @@ def queue(db: sqlite3.Connection, actor_id: str, invoice_id: str, binding: str,
         subject = asked["subject"] or subject
         fault = addresses.header_text_fault(subject)
         if fault is not None:
-            raise Refusal("invalid_subject", f"The subject {fault}.")
+            raise Refusal("invalid_subject", i18n.gettext("The subject %(fault)s.")
+                          % {"fault": fault})
         message = asked["message"] or message
         link_id, token = shares.mint(db, actor_id, invoice_id, now, share_days)
         link = shares.link_url(base_url, token)

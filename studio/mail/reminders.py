@@ -36,33 +36,35 @@ AT_ONCE = 50
 # --- the settings ----------------------------------------------------------------------------
 
 
-def _days(value: object, where: str) -> int:
+def _days(value: object, n: int) -> int:
     if isinstance(value, str) and re.fullmatch(r"\s*-?\d{1,3}\s*", value):
         value = int(value)
     if type(value) is not int or not -MAX_DAYS <= value <= MAX_DAYS:
-        raise Refusal("invalid_body", f"The days of {where} must be a whole number from"
-                                      f" -{MAX_DAYS} (before the due date) to {MAX_DAYS}"
-                                      " (after it).")
+        raise Refusal("invalid_body", i18n.gettext(
+            "The days of step %(n)s must be a whole number from -%(most)s (before the due"
+            " date) to %(most)s (after it).") % {"n": n, "most": MAX_DAYS})
     return value
 
 
 def _step(raw: object, n: int) -> dict[str, Any]:
     where = f"step {n}"
     if not isinstance(raw, dict):
-        raise Refusal("invalid_body", f"Each step must be {{days, subject, message}}; {where}"
-                                      " is not.")
-    days = _days(raw.get("days"), where)
+        raise Refusal("invalid_body", i18n.gettext(
+            "Each step must be {days, subject, message}; step %(n)s is not.") % {"n": n})
+    days = _days(raw.get("days"), n)
     subject = raw.get("subject")
     if not isinstance(subject, str) or not subject.strip() \
             or addresses.header_text_fault(subject.strip()) is not None \
             or len(subject) > outbox.MAX_SUBJECT:
-        raise Refusal("invalid_subject", f"The subject of {where} must be one line of 1 to"
-                                         f" {outbox.MAX_SUBJECT} characters.")
+        raise Refusal("invalid_subject", i18n.gettext(
+            "The subject of step %(n)s must be one line of 1 to %(most)s characters.")
+            % {"n": n, "most": outbox.MAX_SUBJECT})
     message = raw.get("message")
     if not isinstance(message, str) or not message.strip() \
             or len(message) > outbox.MAX_MESSAGE:
-        raise Refusal("invalid_message", f"The message of {where} must be text of 1 to"
-                                         f" {outbox.MAX_MESSAGE:,} characters.")
+        raise Refusal("invalid_message", i18n.gettext(
+            "The message of step %(n)s must be text of 1 to %(most)s characters.")
+            % {"n": n, "most": i18n.number(outbox.MAX_MESSAGE)})
     message = identifiers.plain(message, f"message of {where}").strip()
     reminding.refuse_unknown_placeholders(subject, f"subject of {where}",
                                           reminding.subject_placeholders())
@@ -90,18 +92,20 @@ def parse_settings(body: dict[str, Any]) -> dict[str, Any]:
     elif enabled in (False, "false", "0", "off", ""):
         enabled = False
     else:
-        raise Refusal("invalid_body", "The enabled setting must be true or false.")
+        raise Refusal("invalid_body", i18n.gettext("The enabled setting must be true or false."))
     raw = body["steps"] if "steps" in body else _steps_of_form(body)
     if not isinstance(raw, list) or len(raw) > MAX_STEPS:
-        raise Refusal("invalid_body", f"The steps must be a list of at most {MAX_STEPS}.")
+        raise Refusal("invalid_body", i18n.gettext("The steps must be a list of at most"
+                                                   " %(most)s.") % {"most": MAX_STEPS})
     steps = sorted((_step(item, n) for n, item in enumerate(raw, start=1)),
                    key=lambda step: step["days"])
     days = [step["days"] for step in steps]
     if len(set(days)) != len(days):
-        raise Refusal("invalid_body", "Two steps have the same days; each step needs days of"
-                                      " its own.")
+        raise Refusal("invalid_body", i18n.gettext("Two steps have the same days; each step"
+                                                   " needs days of its own."))
     if enabled and not steps:
-        raise Refusal("invalid_body", "Add at least one step to switch reminders on.")
+        raise Refusal("invalid_body", i18n.gettext("Add at least one step to switch reminders"
+                                                   " on."))
     return {"enabled": enabled, "steps": steps}
 
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from studio import i18n
 from studio.billing import recurring
 from studio.config import Settings
 from studio.errors import Refusal
@@ -37,9 +38,9 @@ def _emailer(settings: Settings) -> recurring.Deliver:
     def deliver(db: Any, owner_id: str, invoice_id: str, schedule: Any, period_start: str
                 ) -> None:
         if not settings.smtp_url:
-            raise Refusal("sending_not_configured", "this studio has no mail server set up"
-                                                    " (STUDIO_SMTP_URL), so nothing was"
-                                                    " emailed.")
+            raise Refusal("sending_not_configured", i18n.gettext(
+                "this studio has no mail server set up (STUDIO_SMTP_URL), so nothing was"
+                " emailed."))
         asked = {"to": schedule["email_to"] or None, "cc": [], "subject": None,
                  "message": None}
         outbox.queue(db, owner_id, invoice_id, "send",

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import functools
 import logging
 import re
@@ -366,8 +367,10 @@ class PgDatabase:
     async def _on_thread(self, call: Callable[..., T], *args: Any, retry: bool = False,
                          **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
+        # In the request's context, as `to_thread` would: it speaks the request's language.
         return await loop.run_in_executor(
-            self._threads, functools.partial(self._run, call, args, kwargs, retry))
+            self._threads, functools.partial(contextvars.copy_context().run, self._run, call,
+                                             args, kwargs, retry))
 
     async def write(self, unit: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """One write transaction; run again if it lost a conflict (a deadlock between units that

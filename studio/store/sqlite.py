@@ -9,6 +9,7 @@ BEGIN. Writes take `BEGIN IMMEDIATE`, which is what holds when two processes sha
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import os
 import sqlite3
@@ -178,8 +179,10 @@ class SqliteDatabase:
         assert self._writer is not None, "the database is not open"
         # aiosqlite's public calls are one statement per hop; _execute runs a whole function
         # on the connection's thread, so a transaction cannot interleave or be left half-open
-        # by a cancelled request.
-        return await self._writer._execute(call, self._writer._conn, *args, **kwargs)
+        # by a cancelled request. The call runs in the request's context, as `to_thread` would:
+        # it speaks the request's language (`studio.i18n`).
+        return await self._writer._execute(contextvars.copy_context().run, call,
+                                           self._writer._conn, *args, **kwargs)
 
     async def version(self) -> int:
         """A number that changes whenever any other connection commits to the file.
@@ -216,7 +219,8 @@ class SqliteDatabase:
     async def read(self, unit: Unit[T], *args: Any) -> T:
         """Run one read-only unit on a reader's thread, as one snapshot."""
         reader = self._readers[next(self._next_reader)]
-        return await reader._execute(in_snapshot, reader._conn, unit, *args)
+        return await reader._execute(contextvars.copy_context().run, in_snapshot, reader._conn,
+                                     unit, *args)
 
 
 async def _connected(path: Path) -> aiosqlite.Connection:

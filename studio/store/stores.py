@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from starlette.responses import FileResponse, Response, StreamingResponse
 
 from studio.errors import Refusal
+from studio.i18n import gettext
 from studio.store.dialect import account_lock, hold_free
 from studio.store.transactions import after_commit, clock, in_transaction, sync_path
 from studio.store.uploads import FilePart, Part, Upload, remove_if_abandoned
@@ -96,8 +97,8 @@ def store_for(settings: Settings) -> Store:
 
 def missing_file() -> Refusal:
     # A store restored without its files: say so, never a 500.
-    return Refusal("attachment_not_found", "The file of this attachment is missing from the "
-                                           "store; attach it again.")
+    return Refusal("attachment_not_found", gettext("The file of this attachment is missing from"
+                                                   " the store; attach it again."))
 
 
 # --- what every store shares: an attachment names (actor, sha256) -----------------------------

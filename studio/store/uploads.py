@@ -26,6 +26,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect, Request
 
 from studio.errors import Refusal
+from studio.i18n import gettext as _
 
 MAX_FIELD_BYTES = 1024
 HEAD_BYTES = 512  # enough of the file's first bytes to judge its type
@@ -163,7 +164,8 @@ class _Reader:
     def on_part_begin(self) -> None:
         self.parts += 1
         if self.parts > MAX_PARTS:
-            raise Refusal("invalid_body", f"Send at most {MAX_PARTS} fields with the file.")
+            raise Refusal("invalid_body", _("Send at most %(most)s fields with the file.")
+                          % {"most": MAX_PARTS})
         self._disposition, self._name, self._value = b"", "", b""
 
     def on_header_field(self, data: bytes, start: int, end: int) -> None:
@@ -178,10 +180,10 @@ class _Reader:
         self._header_field, self._header_value = b"", b""
 
     def on_headers_finished(self) -> None:
-        _, options = parse_options_header(self._disposition)
+        options = parse_options_header(self._disposition)[1]
         self._name = options.get(b"name", b"").decode("utf-8", "replace")
         if self._name == "file" and self.upload.part is not None:
-            raise Refusal("invalid_body", "Send one file at a time.")
+            raise Refusal("invalid_body", _("Send one file at a time."))
         if b"filename" in options and self._name == "file":
             self.upload.filename = clean_filename(options[b"filename"].decode("utf-8",
                                                                               "replace"))
@@ -201,7 +203,8 @@ class _Reader:
         elif len(self._value) + len(chunk) <= MAX_FIELD_BYTES:
             self._value += chunk
         else:
-            raise Refusal("invalid_body", f"The field {self._name!r} is too long.")
+            raise Refusal("invalid_body", _("The field %(name)s is too long.")
+                          % {"name": repr(self._name)})
 
     def on_part_end(self) -> None:
         if self._name and self._name != "file":
@@ -222,7 +225,7 @@ def _parse(step: Callable[..., object], *chunk: bytes) -> None:
     except (Refusal, OSError):
         raise
     except Exception:
-        raise Refusal("invalid_body", "The multipart body could not be read.") from None
+        raise Refusal("invalid_body", _("The multipart body could not be read.")) from None
 
 
 async def read_upload(request: Request, begin: Callable[[], Part], limit: int,
@@ -236,13 +239,14 @@ async def read_upload(request: Request, begin: Callable[[], Part], limit: int,
     content_type, options = parse_options_header(request.headers.get("content-type", ""))
     boundary = options.get(b"boundary")
     if content_type != b"multipart/form-data" or not boundary:
-        raise Refusal("invalid_body", "Send the file as multipart/form-data, with a client_key "
-                                      "field and a file field.")
+        raise Refusal("invalid_body", _("Send the file as multipart/form-data, with a client_key"
+                                        " field and a file field."))
     if len(boundary) > 200:
-        raise Refusal("invalid_body", "The multipart boundary is too long.")
+        raise Refusal("invalid_body", _("The multipart boundary is too long."))
     declared = request.headers.get("content-length", "")
-    too_large = Refusal("upload_too_large", f"That file is larger than {limit / 2**20:g} MiB,"
-                                            " the most one attachment may be.")
+    too_large = Refusal("upload_too_large", _(
+        "That file is larger than %(size)s MiB, the most one attachment may be.")
+        % {"size": f"{limit / 2**20:g}"})
     if declared.isascii() and declared.isdigit() and int(declared) > limit + ENVELOPE_BYTES:
         raise too_large
     reader = _Reader(begin, limit)
@@ -266,18 +270,18 @@ async def read_upload(request: Request, begin: Callable[[], Part], limit: int,
                 await reader.upload.part.flush()
         _parse(parser.finalize)
         if not reader.ended:  # the parser does not check this itself
-            raise Refusal("invalid_body", "The upload was cut off before its end; send the "
-                                          "file again.")
+            raise Refusal("invalid_body", _("The upload was cut off before its end; send the"
+                                            " file again."))
         await reader.finish()
     except ClientDisconnect:
         await reader.upload.discard()
-        raise Refusal("invalid_body", "The upload was cut off before its end; send the "
-                                      "file again.") from None
+        raise Refusal("invalid_body", _("The upload was cut off before its end; send the"
+                                        " file again.")) from None
     except BaseException:  # refused, a full disk (507), a cancelled request: no file stays
         await asyncio.shield(reader.upload.discard())
         raise
     if reader.upload.part is None or not reader.upload.sha256:
         await reader.upload.discard()
-        raise Refusal("invalid_body", "Choose a file to attach (a field named file).")
+        raise Refusal("invalid_body", _("Choose a file to attach (a field named file)."))
     return reader.upload
 

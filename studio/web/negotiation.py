@@ -206,8 +206,9 @@ async def read_raw(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
 def too_large(limit: int) -> str:
     """The 413's sentence, naming the limit as a person reads sizes: 64 KB, 2 MB."""
     size = f"{limit // 2**20} MB" if limit % 2**20 == 0 else f"{limit // 2**10} KB"
-    return (f"That is more than the studio accepts at once: at most {size} ({limit:,} bytes)"
-            " can be sent in one go. Send less.")
+    return i18n.gettext("That is more than the studio accepts at once: at most %(size)s"
+                        " (%(bytes)s bytes) can be sent in one go. Send less.") % {
+        "size": size, "bytes": i18n.number(limit)}
 
 
 def parse_body(request: Request, raw: bytes) -> dict[str, Any]:
@@ -215,7 +216,7 @@ def parse_body(request: Request, raw: bytes) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8").strip()
     except UnicodeDecodeError:
-        raise Refusal("invalid_body", "The body is not valid UTF-8 text.") from None
+        raise Refusal("invalid_body", i18n.gettext("The body is not valid UTF-8 text.")) from None
     if not text:
         return {}
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -225,16 +226,16 @@ def parse_body(request: Request, raw: bytes) -> dict[str, Any]:
             # Numbers with a fraction are read exactly, as decimals, never as binary floats.
             body = json.loads(text, parse_float=Decimal, parse_constant=_no_constant)
         except ValueError:
-            raise Refusal("invalid_body", "The body is not valid JSON.") from None
+            raise Refusal("invalid_body", i18n.gettext("The body is not valid JSON.")) from None
         except RecursionError:
-            raise Refusal("invalid_body", "The body nests too deeply.") from None
+            raise Refusal("invalid_body", i18n.gettext("The body nests too deeply.")) from None
         if not isinstance(body, dict):
-            raise Refusal("invalid_body", "The body must be a JSON object.")
+            raise Refusal("invalid_body", i18n.gettext("The body must be a JSON object."))
         try:
             json.dumps(body, ensure_ascii=False, default=str).encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate escape cannot be stored as text
-            raise Refusal("invalid_body", "The body holds text that is not valid Unicode.") \
-                from None
+            raise Refusal("invalid_body", i18n.gettext(
+                "The body holds text that is not valid Unicode.")) from None
         _refuse_nul(body)
         return body
     if content_type in ("", "application/x-www-form-urlencoded"):
@@ -243,7 +244,7 @@ def parse_body(request: Request, raw: bytes) -> dict[str, Any]:
         return {
             key: values if key in REPEATED_FIELDS else values[-1] for key, values in fields.items()
         }
-    raise Refusal("invalid_body", "Send JSON or a url-encoded form.")
+    raise Refusal("invalid_body", i18n.gettext("Send JSON or a url-encoded form."))
 
 
 def _refuse_nul(value: object, field: str = "") -> None:
@@ -251,9 +252,14 @@ def _refuse_nul(value: object, field: str = "") -> None:
     it. Keys and values, however deep; the refusal names the field it is in."""
     if isinstance(value, str):
         if "\x00" in value:
-            named = f"The {field.replace('_', ' ')} holds" if field else "This holds"
-            raise Refusal("invalid_body", f"{named} the NUL character (code 0), which text may"
-                                          " not hold; remove it and send again.")
+            if field:
+                message = i18n.gettext(
+                    "The %(field)s holds the NUL character (code 0), which text may not hold;"
+                    " remove it and send again.") % {"field": field.replace("_", " ")}
+            else:
+                message = i18n.gettext("This holds the NUL character (code 0), which text may"
+                                       " not hold; remove it and send again.")
+            raise Refusal("invalid_body", message)
     elif isinstance(value, dict):
         for key, item in value.items():
             _refuse_nul(key, field)

@@ -13,6 +13,7 @@ from typing import Any
 from babel.numbers import get_currency_precision
 
 from studio import i18n
+from studio.errors import N_
 from studio.leasing.providers.seam import ProviderError, Unreadable
 from studio.leasing.purpose import Purpose
 from studio.leasing.readers import Reading, UnreadableReceipt, read_receipt
@@ -330,6 +331,7 @@ class LocalProvider:
                 why.append(str(error))  # another receipt of the draft may read
         if not readings:
             # The same file fails the same way at every attempt: said once, not retried.
-            raise Unreadable(f"The receipt could not be read: {why[0]}." if why else
-                             "The draft has no receipt to read.")
+            # Kept in English with the task; its page says it in its person's language.
+            raise Unreadable(N_("The receipt could not be read: %(why)s.") % {"why": why[0]}
+                             if why else N_("The draft has no receipt to read."))
         return combined([as_lines_billed(reading) for reading in readings])

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from studio.errors import Refusal
+from studio.errors import N_, Refusal
 from studio.leasing.providers.seam import ProviderError, Unreadable
 from studio.leasing.purpose import Purpose
 from studio.leasing.readers.ocr import UnreadableReceipt, drawn_as_png
@@ -95,7 +95,8 @@ class OpenAIProvider:
         except ValueError:
             if purpose.name == "summarize_invoice":
                 return text.strip()  # a server without structured output: its plain summary
-            raise Refusal("invalid_proposal", "The answer was not the JSON asked for.") from None
+            raise Refusal("invalid_proposal",
+                          N_("The answer was not the JSON asked for.")) from None
 
 
 class AnswerTooLarge(ValueError):
@@ -132,5 +133,6 @@ def image_urls(receipt: dict[str, Any]) -> list[str]:
         drawn = readers().call("openai", DRAWING_SECONDS, drawn_as_png, data, kind, 150,
                                MOST_IMAGES)
     except UnreadableReceipt as error:
-        raise Unreadable(f"The receipt could not be read: {error}.") from error
+        raise Unreadable(N_("The receipt could not be read: %(why)s.") % {"why": error}
+                         ) from error
     return [f"data:image/png;base64,{base64.b64encode(png).decode()}" for png in drawn]

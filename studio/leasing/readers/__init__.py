@@ -18,7 +18,7 @@ a reading makes is bounded in pixels (`ocr.MOST_MADE_PIXELS`), whatever the file
 
 from __future__ import annotations
 
-from studio.leasing.readers.ocr import UnreadableReceipt, receipt_text, tesseract
+from studio.leasing.readers.ocr import N_, UnreadableReceipt, receipt_text, tesseract
 from studio.leasing.readers.parsing import Line, Reading, parse, parse_amount
 
 __all__ = ["Line", "Reading", "UnreadableReceipt", "parse", "parse_amount", "read_receipt",
@@ -32,6 +32,6 @@ def read_receipt(data: bytes, content_type: str, timeout: float = 30.0) -> Readi
     something else): never a reading of invented lines."""
     reading = parse(receipt_text(data, content_type, timeout=timeout))
     if not reading["lines"] and reading["total"] is None:
-        raise UnreadableReceipt("no article and no total could be read on it: it may be blank,"
-                                " too blurred, or not a receipt")
+        raise UnreadableReceipt(N_("no article and no total could be read on it: it may be"
+                                   " blank, too blurred, or not a receipt"))
     return reading

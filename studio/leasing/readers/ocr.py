@@ -61,6 +61,12 @@ else:
     HEIC = True
 
 
+def N_(message: str) -> str:
+    """A reason for the catalogue: kept in English with the task, and said in its person's
+    language where the request's page shows it (`leases.failure_words`)."""
+    return message
+
+
 class UnreadableReceipt(Exception):
     """The bytes are no image or PDF the reader knows, or the OCR failed or took too long.
     Its message says why in words a person can read ("the PDF is locked with a password")."""
@@ -101,7 +107,7 @@ def open_image(data: bytes) -> Image.Image:
     try:
         image = Image.open(io.BytesIO(data))
     except Exception as error:  # Pillow raises many kinds for bytes it cannot read
-        raise UnreadableReceipt("the image is damaged or of a kind that cannot be opened"
+        raise UnreadableReceipt(N_("the image is damaged or of a kind that cannot be opened")
                                 ) from error
     if image.width * image.height > MAX_PIXELS:
         raise UnreadableReceipt(f"an image of {image.width} x {image.height} pixels is larger "
@@ -109,7 +115,7 @@ def open_image(data: bytes) -> Image.Image:
     try:
         image.load()
     except Exception as error:
-        raise UnreadableReceipt("the image is damaged or of a kind that cannot be opened"
+        raise UnreadableReceipt(N_("the image is damaged or of a kind that cannot be opened")
                                 ) from error
     return image
 
@@ -125,9 +131,9 @@ def pdf_text(data: bytes) -> str | None:
         pages = [page.extract_text(extraction_mode="layout") or ""
                  for page in reader.pages[:MAX_PAGES]]
     except FileNotDecryptedError as error:
-        raise UnreadableReceipt("the PDF is locked with a password") from error
+        raise UnreadableReceipt(N_("the PDF is locked with a password")) from error
     except Exception as error:  # pypdf raises many kinds on a broken file
-        raise UnreadableReceipt("the PDF is damaged") from error
+        raise UnreadableReceipt(N_("the PDF is damaged")) from error
     text = "\n".join(pages)
     if sum(c.isalnum() for c in text) < 20:
         return None
@@ -140,11 +146,11 @@ def pdf_images(data: bytes, dpi: int = 300) -> list[Image.Image]:
     try:
         import pypdfium2
     except ImportError as error:
-        raise UnreadableReceipt("a PDF without text needs pypdfium2 to be read") from error
+        raise UnreadableReceipt(N_("a PDF without text needs pypdfium2 to be read")) from error
     try:
         document = pypdfium2.PdfDocument(data)
     except Exception as error:
-        raise UnreadableReceipt("the PDF is damaged or locked with a password") from error
+        raise UnreadableReceipt(N_("the PDF is damaged or locked with a password")) from error
     try:
         images = []
         for n in range(min(len(document), MAX_PAGES)):
@@ -177,7 +183,7 @@ def page_scale(width: float, height: float, dpi: float) -> float:
     """Pixels per point to draw a page of `width` x `height` points at: `dpi` / 72, less
     where that would make more than MOST_MADE_PIXELS, checked before anything is drawn."""
     if not (width > 0 and height > 0 and math.isfinite(width * height)):
-        raise UnreadableReceipt("the PDF has a page of no size")
+        raise UnreadableReceipt(N_("the PDF has a page of no size"))
     return min(dpi / 72, math.sqrt(MOST_MADE_PIXELS / (width * height)))
 
 
@@ -273,8 +279,8 @@ def tesseract_text(image: Image.Image, timeout: float = 30.0) -> str:
     """Tesseract's reading of one image, fed through a pipe."""
     program = tesseract()
     if program is None:
-        raise UnreadableReceipt("the text recognition (tesseract) is not installed on the"
-                                " server")
+        raise UnreadableReceipt(N_("the text recognition (tesseract) is not installed on the"
+                                   " server"))
     buffer = io.BytesIO()
     prepare(image).save(buffer, format="PNG")
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "OMP_THREAD_LIMIT": "1",
@@ -289,7 +295,7 @@ def tesseract_text(image: Image.Image, timeout: float = 30.0) -> str:
     except subprocess.TimeoutExpired as error:
         raise UnreadableReceipt(f"reading its text took longer than {timeout:g} s") from error
     if done.returncode != 0:
-        raise UnreadableReceipt("the text recognition failed on it")
+        raise UnreadableReceipt(N_("the text recognition failed on it"))
     return done.stdout.decode("utf-8", "replace")
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
+from studio import i18n
 from studio.billing import payments
-from studio.errors import Refusal
+from studio.errors import N_, Refusal
 from studio.store import bindings
 from studio.web.negotiation import (
     PRIVATE,
@@ -21,9 +22,9 @@ from studio.web.negotiation import (
 
 # The form's id already recorded another payment (the page came back after a payment, say):
 # with script a reload keeps that id, so the way out is the form's own "Start over".
-FORM_USED = ("This form already recorded a different payment, so it cannot record this one."
-             " Press \u201cStart over\u201d below the form for a new one, then enter the payment"
-             " again.")
+FORM_USED = N_("This form already recorded a different payment, so it cannot record this one."
+                " Press \u201cStart over\u201d below the form for a new one, then enter the"
+                " payment again.")
 
 
 async def record(request: Request) -> Response:
@@ -37,7 +38,7 @@ async def record(request: Request) -> Response:
             payments.record_payment, actor.id, invoice_id, request_id, fields)
     except Refusal as refusal:
         if refusal.code == "request_id_conflict" and answer_kind(request) == "fragment":
-            raise Refusal(refusal.code, FORM_USED) from None
+            raise Refusal(refusal.code, i18n.gettext(FORM_USED)) from None
         raise
     # A new address after each payment: the next visit's form mints a new id of its own.
     return moved_to(request, f"/invoices/{invoice_id}?recorded={payment['id']}", payment,

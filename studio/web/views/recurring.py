@@ -7,10 +7,13 @@ import datetime as dt
 import uuid
 from typing import Any
 
+from babel.dates import format_date
 from starlette.requests import Request
 from starlette.responses import Response
 
+from studio import i18n
 from studio.billing import balances, customers, invoices, recurring
+from studio.errors import N_
 from studio.store import bindings, paging
 from studio.web.negotiation import (
     MAX_DRAFT_BYTES,
@@ -27,10 +30,12 @@ from studio.web.negotiation import (
 )
 from studio.web.views.invoices import line_items_of
 
-EVERY_WORDS = {"week": ("week", "weeks"), "month": ("month", "months"),
-               "year": ("year", "years")}
-ACTION_WORDS = {"draft": "Make a draft for you to check", "issue": "Issue it",
-                "send": "Issue it and email it to the customer"}
+# How often, said whole in each language: a week, a month and a year differ in gender.
+EVERY_WORDS = {"week": (N_("Every week"), N_("Every %(count)s weeks")),
+               "month": (N_("Every month"), N_("Every %(count)s months")),
+               "year": (N_("Every year"), N_("Every %(count)s years"))}
+ACTION_WORDS = {"draft": N_("Make a draft for you to check"), "issue": N_("Issue it"),
+                "send": N_("Issue it and email it to the customer")}
 
 
 def _wake_the_clock(request: Request) -> None:
@@ -42,16 +47,23 @@ def _wake_the_clock(request: Request) -> None:
 def _words(schedule: dict[str, Any]) -> dict[str, Any]:
     """How the pages say a schedule: "Every 2 months, on the last day"."""
     one, many = EVERY_WORDS[schedule["every"]]
-    every = f"Every {one}" if schedule["interval"] == 1 else \
-        f"Every {schedule['interval']} {many}"
+    every = i18n.gettext(one) if schedule["interval"] == 1 else \
+        i18n.gettext(many) % {"count": schedule["interval"]}
     if schedule["every"] == "week":
-        weekday = dt.date.fromisoformat(schedule["starts"]).strftime("%A")
-        every += f", on {weekday}s"
+        starts = dt.date.fromisoformat(schedule["starts"])
+        if i18n.current() == i18n.DEFAULT:
+            weekday = starts.strftime("%A")
+        else:  # the weekday as the language names it
+            weekday = format_date(starts, "EEEE", locale=i18n.current())
+        every = i18n.gettext("%(every)s, on %(weekday)ss") % {"every": every,
+                                                               "weekday": weekday}
     elif schedule["day"] == "last":
-        every += ", on the last day of the month"
+        every = i18n.gettext("%(every)s, on the last day of the month") % {"every": every}
     else:
-        every += f", on day {schedule['day']}"
-    return {**schedule, "every_words": every, "action_words": ACTION_WORDS[schedule["action"]],
+        every = i18n.gettext("%(every)s, on day %(day)s") % {"every": every,
+                                                              "day": schedule["day"]}
+    return {**schedule, "every_words": every,
+            "action_words": i18n.gettext(ACTION_WORDS[schedule["action"]]),
             "email_to": schedule["email"]["to"] or ""}
 
 

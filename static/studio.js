@@ -83,7 +83,7 @@
     if (confirm) {
       var confirmed = function () {
         var body = Object.assign({}, frozen);
-        if (confirm.checked) { body[confirm.name] = true; }
+        body[confirm.name] = confirm.checked;
         text = JSON.stringify(body);
         document.getElementById("frozen-body").textContent = JSON.stringify(body, null, 2);
         button.disabled = !confirm.checked;

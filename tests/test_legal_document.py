@@ -275,11 +275,7 @@ async def issued_at_zero(studio: Any, client: Any, **buyer: str) -> dict[str, An
     draft = await client.post("/invoices", json=full_body(customer_id=customer_id,
                                                           line_items=ZERO_RATE))
     assert draft.status_code == 201, draft.text
-    # A German seller's invoice at 0 % asks to confirm its tax; confirmed, as a person would.
-    done = await client.post(f"/invoices/{draft.json()['id']}/issue", json={
-        "request_id": str(uuid.uuid4()), "revision": draft.json()["revision"],
-        "confirm_tax": True})
-    assert done.status_code == 201, done.text
+    assert (await issue(client, draft.json())).status_code == 201
     return (await client.get(f"/invoices/{draft.json()['id']}")).json()
 
 

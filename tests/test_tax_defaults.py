@@ -127,7 +127,7 @@ async def test_vat_charged_to_a_reverse_charge_business_asks_to_confirm(studio) 
     acme = await customer(client, FRENCH_BUSINESS)
     made = await draft(client, [{**NO_RATE_LINE, "tax_rate": "19"}], customer_id=acme,
                        customer=None)
-    refused = await issue(client, made)
+    refused = await issue(client, made, confirm_tax=False)  # as the review page asks
     assert refused.status_code == 409
     assert refused.json()["detail"] == "tax_needs_confirming"
     assert "Acme SARL" in refused.json()["message"] and "reverse charge" in \
@@ -148,12 +148,28 @@ async def test_a_domestic_invoice_at_0_asks_to_confirm(studio) -> None:
     bakery = await customer(client, GERMAN_BUSINESS)
     made = await draft(client, [{**NO_RATE_LINE, "tax_rate": "0"}], customer_id=bakery,
                        customer=None)
-    refused = await issue(client, made)
+    frozen = (await client.get(f"/invoices/{made['id']}/issue")).json()["request"]
+    assert frozen["confirm_tax"] is False  # the review page asks
+    refused = await issue(client, made, **frozen)
     assert refused.status_code == 409 and refused.json()["detail"] == "tax_needs_confirming"
     assert "0 %" in refused.json()["message"]
     assert scalar(studio.settings.db_path, "SELECT status FROM invoices WHERE id = ?",
                   made["id"]) == "draft"
     assert (await issue(client, made, confirm_tax=True)).status_code == 201
+
+
+async def test_a_client_that_does_not_ask_issues_as_it_always_did(studio) -> None:
+    """The confirmation is the person's, on the review page; an API client that names no
+    `confirm_tax` issues a domestic 0 % invoice as before this check existed."""
+    client = await studio.signed_in()
+    await seller(client)
+    bakery = await customer(client, GERMAN_BUSINESS)
+    made = await draft(client, [{**NO_RATE_LINE, "tax_rate": "0"}], customer_id=bakery,
+                       customer=None)
+    issued = await issue(client, made)
+    assert issued.status_code == 201, issued.text
+    assert scalar(studio.settings.db_path, "SELECT status FROM invoices WHERE id = ?",
+                  made["id"]) == "issued"
 
 
 async def test_a_right_invoice_or_an_unknown_seller_country_issues_without_asking(

@@ -173,11 +173,14 @@ def parse_revision(body: dict[str, Any]) -> int:
     return identifiers.revision(body.get("revision"), "draft")
 
 
-def parse_confirm_tax(body: dict[str, Any]) -> bool:
-    """Whether the person confirmed the invoice's tax as it is (`confirm_tax: true`), after
-    issuing asked (409 `tax_needs_confirming`)."""
+def parse_confirm_tax(body: dict[str, Any]) -> bool | None:
+    """Whether the person confirmed the invoice's tax as it is: `confirm_tax: false` asks
+    (409 `tax_needs_confirming` when the tax looks wrong), `true` confirms it. The review page
+    always says one or the other; a client that says neither issues as it always did."""
     given = body.get("confirm_tax")
-    if given in (None, False, "", "false"):
+    if given is None:
+        return None
+    if given in (False, "", "false"):
         return False
     if given in (True, "true", "on"):
         return True
@@ -636,7 +639,7 @@ def _refuse_tax_unconfirmed(row: sqlite3.Row, seller: dict[str, Any], buyer: dic
 
 def issue(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: str,
           revision: int, now: float | None = None, customer_revision: int | None = None,
-          tax_confirmed: bool = True) -> tuple[dict[str, Any], bool]:
+          tax_confirmed: bool | None = None) -> tuple[dict[str, Any], bool]:
     """Issue the reviewed revision of a draft, once per request id, in one transaction:
     binding, ownership, still a draft, the revision (and the customer's, when given),
     complete, the tax confirmed where asked (`tax_confirmed=False` asks), the counter, the
@@ -650,7 +653,7 @@ def issue(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: st
         buyer, found_revision = _buyer(db, row)
         _refuse_unless_reviewed(customer_revision, found_revision)
         seller = profiles.seller_snapshot(db, actor_id)
-        if not tax_confirmed:
+        if tax_confirmed is False:
             _refuse_tax_unconfirmed(row, seller, buyer)
         if row["kind"] == "credit_note":
             _refuse_excess_credit(db, row)

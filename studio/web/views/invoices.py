@@ -243,9 +243,12 @@ async def issue_review(request: Request) -> Response:
     frozen = {"revision": invoice["revision"]}
     if customer_revision is not None:
         frozen["customer_revision"] = customer_revision
-    # What the person confirms before issuing; the button then sends `confirm_tax: true`.
+    # What the person confirms before issuing: the page asks (`confirm_tax: false`) and the
+    # button, once ticked, sends `confirm_tax: true`.
     tax_to_confirm = invoices.tax_to_confirm(invoice["kind"], seller, buyer,
                                              invoice["line_items"])
+    if tax_to_confirm:
+        frozen["confirm_tax"] = False
     data = {"request": frozen, "series": invoices.series_of(invoice["kind"]),
             "tax_to_confirm": tax_to_confirm}
     context = {"invoice": invoice, "seller": seller, "buyer": buyer,

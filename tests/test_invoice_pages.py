@@ -131,7 +131,8 @@ async def test_the_issue_review_shows_what_will_be_frozen(studio) -> None:
                         "tax_rate": "19"}]})).json()
     page = (await client.get(f"/invoices/{made['id']}/issue", headers=PAGE)).text
     series = f"INV-{time.gmtime().tm_year}"
-    for shown in ("Ada Works", "DE136695976", "Review Co", i18n.date(made["due_date"], "en"), "Framing", "71.36",
+    for shown in ("Ada Works", "DE136695976", "Review Co", i18n.date(made["due_date"], "en"),
+                  "Framing", "71.36",
                   f'<strong id="series">{series}-…</strong>',
                   "<dt>Draft revision</dt><dd><code>1</code>"):
         assert shown in page, shown

@@ -236,4 +236,4 @@ def storage_full(error: BaseException) -> bool:
 
 
 # Refused wherever text arrives: PostgreSQL cannot store it, and no person types it.
-NUL_TEXT = "Text may not hold the NUL character (code 0); remove it and send again."
+NUL_TEXT = N_("Text may not hold the NUL character (code 0); remove it and send again.")

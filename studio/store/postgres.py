@@ -38,6 +38,7 @@ import psycopg.errors
 import psycopg_pool
 from psycopg.pq import TransactionStatus
 
+from studio import i18n
 from studio.errors import NUL_TEXT, Refusal
 from studio.store.migrations import postgres as pg_schema
 from studio.store.transactions import DatabaseUnavailable, SchemaTooNew, in_snapshot, in_transaction
@@ -224,7 +225,7 @@ def _values(params: Sequence[Any] | dict[str, Any]) -> Sequence[Any] | dict[str,
     # PostgreSQL text cannot hold NUL, where SQLite's can: whatever brought it here (a search,
     # a query parameter) is refused as input, not failed as a server error.
     if any(isinstance(value, str) and "\x00" in value for value in values):
-        raise Refusal("invalid_body", NUL_TEXT)
+        raise Refusal("invalid_body", i18n.gettext(NUL_TEXT))
     if isinstance(params, dict):
         return params
     return tuple(params)

@@ -409,3 +409,20 @@ async def test_what_a_receipt_says_is_data_and_never_chooses_what_is_written(stu
     added = lines_of(db, invoice_id)[1:]
     assert [line["description"] for line in added] == [
         item.description for item in receipt.items]
+
+
+async def test_a_readings_summary_is_said_in_the_language_of_who_asked(studio) -> None:
+    """The worker writes a reading's summary in the language the person asked in (the lease
+    keeps it): a German person reads German, whichever worker wrote it."""
+    client = await studio.signed_in()
+    receipt = frischmarkt()
+    invoice_id = await draft_with_receipt(client, pdf(receipt))
+    made = await client.post("/leases", json=read(invoice_id, "read-de"),
+                             headers={"Accept-Language": "de-DE,de;q=0.9"})
+    assert made.status_code == 201, made.text
+    lease = await wait_for_status(client, made.json()["lease_id"], "proposed", seconds=60)
+    assert json.loads(scalar(studio.settings.db_path, "SELECT options FROM leases WHERE id = ?",
+                             lease["lease_id"]))["language"] == "de"
+    assert lease["invoices"][0]["candidates"][0]["summary"] == (
+        f"6 Positionen von Frischmarkt Sommer, EUR {receipt.total} (EUR 21.25 netto)."
+        " Die Positionen ergeben die Summe des Belegs.")

@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from studio import logs
+from studio import i18n, logs
 from studio.accounts.auth import Actor
 from studio.errors import Refusal
 from studio.i18n import _
@@ -279,6 +279,7 @@ def create_lease(
     options: dict[str, Any] = {"providers": list(intent.providers),
                                "candidates": intent.candidates}
     options.update(intent.asked())  # the receipt the worker reads; the step it words
+    options["language"] = i18n.current()  # what the worker's summaries are said in
 
     def make(lease_id: str) -> None:
         db.execute(

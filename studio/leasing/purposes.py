@@ -219,14 +219,15 @@ def check_words(check: dict[str, Any], currency: str) -> str:
     """What a reading's check says, in a person's words; nothing when no line was read (why
     it cannot be used says so)."""
     if check["agrees"]:
-        return "The lines come to the receipt's total."
+        return _("The lines come to the receipt's total.")
     if check["lines_total"] is None:
         return ""
     if check["total"] is None:
-        return "The receipt's total could not be read: check the lines before you use them."
-    return (f"The lines come to {currency} {money.text(Decimal(check['lines_total']), currency)},"
-            f" the receipt says {currency} {money.text(Decimal(check['total']), currency)}:"
-            " check them before you use them.")
+        return _("The receipt's total could not be read: check the lines before you use them.")
+    return _("The lines come to %(lines)s, the receipt says %(total)s: check them before you"
+             " use them.") % {
+        "lines": f"{currency} {money.text(Decimal(check['lines_total']), currency)}",
+        "total": f"{currency} {money.text(Decimal(check['total']), currency)}"}
 
 
 def _append_lines(db: Any, actor_id: str, row: Row, proposal: dict[str, Any],
@@ -263,22 +264,23 @@ def _reading_summary(proposal: dict[str, Any], invoice: Invoice) -> str:
     no currency, or why apply would refuse it."""
     currency = invoice["currency"]
     added = reading_lines(proposal)
-    said = f"{len(added)} line{'s' if len(added) != 1 else ''} from" \
-           f" {proposal['supplier'] or 'the receipt'}"
+    supplier = proposal["supplier"] or _("the receipt")
+    said = (_("1 line from %(supplier)s") if len(added) == 1
+            else _("%(n)s lines from %(supplier)s")) % {"n": len(added), "supplier": supplier}
     # A reading in another currency is never added: its amounts are not said in the draft's.
     if added and proposal["currency"] in (None, currency):
         sums = money.add_up(money.parse_lines(added), currency)
-        gross = money.text(sums.total, currency)
-        said += f", {currency} {gross}"
+        said += f", {currency} {money.text(sums.total, currency)}"
         if sums.tax:
-            said += f" ({currency} {money.text(sums.net, currency)} before tax)"
+            said += " " + _("(%(net)s before tax)") % {
+                "net": f"{currency} {money.text(sums.net, currency)}"}
     said += "."
     words = check_words(proposal["check"], proposal["currency"] or currency)
     if words:
         said += f" {words}"
     if not proposal["currency"]:
-        said += f" The receipt names no currency: its amounts are taken as {currency}, the" \
-                " draft's."
+        said += " " + _("The receipt names no currency: its amounts are taken as %(currency)s,"
+                        " the draft's.") % {"currency": currency}
     try:
         _with_reading(currency, invoice["line_items"], proposal)
     except Refusal as refused:

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from studio import addresses, counters
+from studio import addresses, counters, i18n
 from studio.accounts import throttle
 from studio.accounts.auth import expired_sessions
 from studio.billing import documents, facturx
@@ -78,6 +78,7 @@ class Claimed:
     has_proposal: bool
     # Why the invoice cannot be read, if it cannot: the task is then failed, not run.
     unreadable: str = ""
+    language: str = "en"  # the language of the person who asked: summaries are said in it
 
 
 def claim_task(
@@ -186,6 +187,7 @@ def claim_task(
         purpose=lease["purpose"], provider=row["provider"], candidate=row["candidate"],
         attempts=row["attempts"], deadline_at=lease["deadline_at"],
         invoice=fields, has_proposal=has_proposal, unreadable=unreadable,
+        language=json.loads(lease["options"]).get("language") or "en",
     )
 
 
@@ -455,9 +457,11 @@ class Worker:
             await self.db.write(leases.fail_task, task.task_id, task.claim, reason, retry)
             return
         counters.provider_seconds.labels(task.provider).observe(time.monotonic() - started)
+        with i18n.use(task.language):
+            summary = purpose.summary(proposal, task.invoice)
         await self.db.write(
             leases.record_proposal, task.task_id, task.claim, task.actor_id,
-            purpose.summary(proposal, task.invoice), proposal=proposal,
+            summary, proposal=proposal,
         )
 
     async def _while_open(self, lease_id: str, work: Awaitable[T]) -> T:

@@ -27,7 +27,7 @@ from typing import Any
 from studio import i18n
 from studio.accounts.auth import Actor
 from studio.billing import customers, identifiers, invoices, money
-from studio.errors import Refusal
+from studio.errors import N_, Refusal
 from studio.i18n import _
 from studio.store import bindings, paging
 from studio.store.db import Database
@@ -178,7 +178,7 @@ def _email_to(body: dict[str, Any], before: dict[str, Any]) -> str:
         value = body["email_to"]
     else:
         return before.get("email_to", "")
-    return identifiers.email(value, "email to send to")
+    return identifiers.email(value, N_("email to send to"))
 
 
 def parse_schedule(body: dict[str, Any], before: dict[str, Any] | None = None
@@ -201,9 +201,9 @@ def parse_schedule(body: dict[str, Any], before: dict[str, Any] | None = None
     if currency:
         money.totals(lines, currency)  # a total the currency cannot hold is refused now
     every = _choice(given("every"), "every", EVERY)
-    starts = invoices.parse_date(given("starts", "starts_on"), "starts")
+    starts = invoices.parse_date(given("starts", "starts_on"), N_("starts"))
     ends = given("ends", "ends_on")
-    ends = None if ends in (None, "") else invoices.parse_date(ends, "ends")
+    ends = None if ends in (None, "") else invoices.parse_date(ends, N_("ends"))
     if ends is not None and ends < starts:
         raise Refusal("invalid_body", _("The ends date, %(ends)s, is before the starts date,"
                                         " %(starts)s.") % {"ends": ends, "starts": starts})

@@ -333,7 +333,7 @@ def _sendable(proposal: dict[str, Any]) -> None:
     if addresses.header_text_fault(subject) is not None or not lines.shows(subject):
         raise Refusal("invalid_subject", _("The subject must be one line of text, without line"
                                            " breaks or other invisible characters."))
-    identifiers.plain(proposal["message"], "message")
+    identifiers.plain(proposal["message"], N_("message"))
 
 
 def _save_reminder(db: Any, actor_id: str, row: Row, proposal: dict[str, Any],

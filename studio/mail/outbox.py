@@ -20,7 +20,7 @@ from typing import Any
 from studio import addresses, i18n
 from studio.billing import balances, documents, identifiers, shares
 from studio.billing.invoices import owned
-from studio.errors import FieldChecks, Refusal
+from studio.errors import N_, FieldChecks, Refusal
 from studio.mail import smtp
 from studio.store import bindings, presence
 from studio.store.dialect import account_lock, dialect_of, hold, hold_free
@@ -107,7 +107,7 @@ def _message(message: object) -> str | None:
         return None
     if not isinstance(message, str) or len(message) > MAX_MESSAGE:
         raise Refusal("invalid_message")
-    return identifiers.plain(message, "message").strip() or None
+    return identifiers.plain(message, N_("message")).strip() or None
 
 
 # --- the words -------------------------------------------------------------------------------

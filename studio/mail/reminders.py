@@ -47,7 +47,6 @@ def _days(value: object, n: int) -> int:
 
 
 def _step(raw: object, n: int) -> dict[str, Any]:
-    where = f"step {n}"
     if not isinstance(raw, dict):
         raise Refusal("invalid_body", i18n.gettext(
             "Each step must be {days, subject, message}; step %(n)s is not.") % {"n": n})
@@ -65,10 +64,13 @@ def _step(raw: object, n: int) -> dict[str, Any]:
         raise Refusal("invalid_message", i18n.gettext(
             "The message of step %(n)s must be text of 1 to %(most)s characters.")
             % {"n": n, "most": i18n.number(outbox.MAX_MESSAGE)})
-    message = identifiers.plain(message, f"message of {where}").strip()
-    reminding.refuse_unknown_placeholders(subject, f"subject of {where}",
-                                          reminding.subject_placeholders())
-    reminding.refuse_unknown_placeholders(message, f"message of {where}")
+    # The field named in the person's language ("message of step 2"), said whole.
+    of_message = i18n.gettext("message of step %(n)s") % {"n": n}
+    message = identifiers.plain(message, of_message).strip()
+    reminding.refuse_unknown_placeholders(
+        subject, i18n.gettext("subject of step %(n)s") % {"n": n},
+        reminding.subject_placeholders())
+    reminding.refuse_unknown_placeholders(message, of_message)
     return {"days": days, "subject": subject.strip(), "message": message}
 
 

@@ -118,8 +118,8 @@ REFUSALS: dict[str, tuple[int, str]] = {
         422, N_("Dates must be written like 2026-12-31, the first not after the last.")),
     "invalid_email": (422, N_("The email must be an address like name@example.com.")),
     "invalid_language": (
-        422, N_("The language must be one the studio speaks (de, en, es, fr, it or nl), or empty"
-             " to follow the browser.")),
+        422, N_("The language of these pages must be de, en or fr, or empty to follow the"
+             " browser.")),
     "invalid_country": (
         422, N_("The country must be a two-letter ISO 3166 code such as DE, FR or US.")),
     "invalid_vat_id": (422, N_("That VAT ID is not a valid one; check it for a typo.")),

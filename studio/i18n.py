@@ -25,6 +25,9 @@ from babel.numbers import format_currency, format_decimal
 from babel.support import NullTranslations, Translations
 
 LANGUAGES = ("en", "de", "fr", "es", "it", "nl")
+# The languages the studio's own pages speak whole: a person's choice or browser among these.
+# A customer's documents speak every one of LANGUAGES.
+PAGE_LANGUAGES = ("en", "de", "fr")
 NAMES = {"en": "English", "de": "Deutsch", "fr": "Français", "es": "Español",
          "it": "Italiano", "nl": "Nederlands"}
 DEFAULT = "en"
@@ -53,7 +56,7 @@ def of_country(country: str | None) -> str:
 
 
 def from_accept_language(header: str | None) -> str | None:
-    """The first language of an `Accept-Language` header the studio speaks, by its weights."""
+    """The first language of an `Accept-Language` header the pages speak, by its weights."""
     asked: list[tuple[float, int, str]] = []
     for n, part in enumerate((header or "")[:500].split(",")):
         name, _, params = part.strip().partition(";")
@@ -64,7 +67,7 @@ def from_accept_language(header: str | None) -> str | None:
             except ValueError:
                 continue
         code = known(name)
-        if code is not None and weight > 0:
+        if code in PAGE_LANGUAGES and weight > 0:
             asked.append((-weight, n, code))
     return min(asked)[2] if asked else None
 
@@ -126,30 +129,49 @@ def npgettext(context: str, singular: str, plural: str, n: int) -> str:
 _ = gettext
 
 
+def _exact(value: Decimal | str | int) -> Decimal | None:
+    """The value as a finite decimal, None when it is none (then shown as written)."""
+    try:
+        exact = Decimal(str(value))
+    except ArithmeticError:
+        return None
+    return exact if exact.is_finite() else None
+
+
 def money(amount: Decimal | str | int | None, currency: str, language: str | None = None
           ) -> str:
-    """An amount as the language writes it: `1.428,60 €`, `1 200,50 €`, `€1,200.50`."""
+    """An amount as the language writes it: `1.428,60 €`, `1 200,50 €`, `€1,200.50`; what
+    is no amount is shown as written, never failing the page."""
     if amount is None or amount == "":
         return ""
-    return format_currency(Decimal(str(amount)), currency, locale=language or current())
+    exact = _exact(amount)
+    if exact is None:
+        return f"{currency} {amount}"
+    return format_currency(exact, currency, locale=language or current())
 
 
 def number(value: Decimal | str | int | None, language: str | None = None) -> str:
     """A quantity or rate with the language's separators, its decimals kept as written."""
     if value is None or value == "":
         return ""
-    exact = Decimal(str(value))
-    places = max(0, -exact.as_tuple().exponent) if isinstance(exact.as_tuple().exponent, int) \
-        else 0
+    exact = _exact(value)
+    if exact is None:
+        return str(value)
+    exponent = exact.as_tuple().exponent
+    places = max(0, -exponent) if isinstance(exponent, int) else 0
     pattern = "#,##0" + ("." + "0" * places if places else "")
     return format_decimal(exact, format=pattern, locale=language or current())
 
 
 def date(value: dt.date | str | None, language: str | None = None) -> str:
-    """A date as the language writes it in a document: `05.12.2026`, `05/12/2026`."""
+    """A date as the language writes it in a document: `05.12.2026`, `05/12/2026`; what is
+    no date (a model's `2024-02-30`) is shown as written, never failing the page."""
     if value is None or value == "":
         return ""
-    day = dt.date.fromisoformat(value[:10]) if isinstance(value, str) else value
+    try:
+        day = dt.date.fromisoformat(value[:10]) if isinstance(value, str) else value
+    except ValueError:
+        return str(value)
     code = language or current()
     return format_date(day, DATE_PATTERNS.get(code, DATE_PATTERNS[DEFAULT]), locale=code)
 

@@ -254,7 +254,8 @@ def test_a_proposal_outside_its_schema_is_refused() -> None:
     assert purposes.checked(purpose, good) == {
         **good, "check": {"lines_total": "1.07", "total": "1.00", "agrees": False}}
     for bad in ({**good, "total": 1.0}, {**good, "invoice_id": "x"},
-                {**good, "lines": [{"description": "Tea"}]}, {**good, "currency": "euro"}):
+                {**good, "lines": [{"description": "Tea"}]}, {**good, "currency": "euro"},
+                {**good, "date": "2024-02-30"}, {**good, "date": "2024-13-01"}):
         with pytest.raises(Exception, match="invalid_proposal"):
             purposes.checked(purpose, bad)
 

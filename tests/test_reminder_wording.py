@@ -112,6 +112,8 @@ async def test_the_same_wording_request_twice_is_one_lease_and_another_step_is_a
 @pytest.mark.parametrize("body, why", [
     ({"days": "soon"}, "days from the due date"),
     ({"days": 400}, "days from the due date"),
+    ({"days": "--5"}, "days from the due date"),
+    ({"days": "\u00b2"}, "days from the due date"),
     ({"purpose": "summarize_invoice", "days": 7}, "Only reminder wording"),
 ])
 async def test_a_wording_asked_wrongly_is_refused_and_makes_no_lease(studio, body, why):
@@ -152,3 +154,15 @@ async def test_the_page_says_why_there_is_no_suggestion_before_an_invoice_is_iss
     mine = await studio.signed_in()
     page = (await mine.get("/settings/reminders", headers={"Accept": "text/html"})).text
     assert 'id="suggest-wording-later"' not in page and 'id="suggest-wording-1"' in page
+
+
+async def test_the_words_are_written_in_the_language_of_who_asks(studio):
+    """A step's words go to every customer: they are written in the asker's language, not in
+    the language of the example invoice's customer."""
+    client = await studio.signed_in()
+    made = await client.post("/leases", json=wording(studio.invoice_ids()[0], 7),
+                             headers={"Accept-Language": "de"})
+    assert made.status_code == 201, made.text
+    lease = await wait_for_status(client, made.json()["lease_id"], "proposed", seconds=30)
+    words = lease["invoices"][0]["candidates"][0]["proposal"]
+    assert words["subject"] == "Zahlungserinnerung: Rechnung {number}"

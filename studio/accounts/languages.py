@@ -15,7 +15,7 @@ def parse_language(value: object) -> str | None:
     refused, naming the choices."""
     if value is None or value == "":
         return None
-    if isinstance(value, str) and value.strip().lower() in i18n.LANGUAGES:
+    if isinstance(value, str) and value.strip().lower() in i18n.PAGE_LANGUAGES:
         return value.strip().lower()
     raise Refusal("invalid_language")
 

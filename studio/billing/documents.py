@@ -71,11 +71,9 @@ _rendering: dict[tuple[str, ...], asyncio.Future[bytes]] = {}
 
 def language_of(invoice: dict[str, Any]) -> str:
     """The language the document speaks: its customer's, frozen with the buyer at issue, so
-    an issued document never changes. An invoice issued before customers had a language reads
-    as its buyer's country speaks (English elsewhere): the language the studio already wrote
-    that customer's reminders in, and a PDF kept from before is kept as it was."""
-    buyer = buyer_of(invoice)
-    return i18n.known(buyer.get("language")) or i18n.of_country(country_of(buyer))
+    an issued document never changes. An invoice issued before customers had a language was
+    written in English, and reads so still: its page, share page and PDF as they were."""
+    return i18n.known(buyer_of(invoice).get("language")) or i18n.DEFAULT
 
 
 def seller_language(invoice: dict[str, Any]) -> str:

@@ -689,6 +689,8 @@ def issue(db: sqlite3.Connection, actor_id: str, invoice_id: str, request_id: st
     reviewed: dict[str, Any] = {"invoice_id": invoice_id, "revision": revision}
     if customer_revision is not None:  # left out, the fingerprint reads as it always did
         reviewed["customer_revision"] = customer_revision
+    if tax_confirmed is not None:  # likewise: one id, one body, whatever it said of the tax
+        reviewed["confirm_tax"] = tax_confirmed
     _, created = bindings.once(db, actor_id, "issue", request_id,
                                bindings.fingerprint(reviewed), make, now, target_id=invoice_id)
     if not created:

@@ -4,6 +4,7 @@ task tree in one commit. The same request twice is one request."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import uuid
 from dataclasses import dataclass
@@ -166,7 +167,7 @@ def _reminder_days(body: dict[str, Any], asks_days: bool, invoices: int) -> int 
         if days not in (None, ""):
             raise Refusal("invalid_body", _("Only reminder wording is asked for a step's days."))
         return None
-    if isinstance(days, str) and days.strip().lstrip("-").isdigit() and len(days) < 6:
+    if isinstance(days, str) and re.fullmatch(r"\s*-?[0-9]{1,3}\s*", days):
         days = int(days)
     if type(days) is not int or not -MAX_REMINDER_DAYS <= days <= MAX_REMINDER_DAYS:
         raise Refusal("invalid_body", _(

@@ -151,7 +151,14 @@ def reading_lines(proposal: dict[str, Any]) -> list[dict[str, str]]:
 
 
 def _lines_fit(proposal: dict[str, Any]) -> None:
-    """Each line a reading would add is one a draft takes, by the rule apply keeps."""
+    """Each line a reading would add is one a draft takes, by the rule apply keeps; its date,
+    when it has one, a day that exists."""
+    if proposal["date"] is not None:
+        try:
+            dt.date.fromisoformat(proposal["date"])
+        except ValueError:
+            raise Refusal("invalid_proposal", _("The date %(date)s does not exist.")
+                          % {"date": proposal["date"]}) from None
     for number, line in enumerate(reading_lines(proposal), start=1):
         money.parse_line(line, number)
 

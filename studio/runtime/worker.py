@@ -169,8 +169,12 @@ def claim_task(
     unreadable = ""
     try:
         fields = work_fields(db, invoice)
-        if "days" in json.loads(lease["options"]):
-            fields["reminder_days"] = json.loads(lease["options"])["days"]
+        options = json.loads(lease["options"])
+        if "days" in options:
+            # A step's words go to every customer: written in the language of the person who
+            # keeps them (as they asked), not of the example invoice's customer.
+            fields["reminder_days"] = options["days"]
+            fields["language"] = options.get("language") or fields["language"]
         if PURPOSES[lease["purpose"]].reads_receipts:
             # One receipt a reading: the one the person picked, else the draft's newest.
             picked = json.loads(lease["options"]).get("attachment_id")

@@ -27,7 +27,8 @@ NUMBER_FIELDS = ("quantity", "unit_price", "discount_percent", "tax_rate", "amou
 # The fields of a draft's or a schedule's line, each sent once per line of the form.
 LINE_FIELDS = ("description", "quantity", "unit_price", "discount_percent", "tax_rate")
 _DIGITS = re.compile(r"[0-9]+")
-_GROUPED = re.compile(r"[0-9]{1,3}( [0-9]{3})+")
+# A group of thousands never follows a lone 0: `0.500` is half, not five hundred.
+_GROUPED = re.compile(r"[1-9][0-9]{0,2}( [0-9]{3})+")
 
 
 def as_machine_number(text: str, language: str) -> str:
@@ -45,7 +46,7 @@ def as_machine_number(text: str, language: str) -> str:
         # Both written: the last is the decimal mark, whichever the language prefers.
         if written.rfind(group) > written.rfind(decimal):
             decimal, group = group, decimal
-    elif written.count(group) == 1 and not re.fullmatch(rf"[0-9]{{1,3}}\{group}[0-9]{{3}}",
+    elif written.count(group) == 1 and not re.fullmatch(rf"[1-9][0-9]{{0,2}}\{group}[0-9]{{3}}",
                                                         written):
         decimal, group = group, decimal  # `35.00` in German: one point, no group of thousands
     whole, _, fraction = written.replace(group, " ").partition(decimal)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import threading
 from urllib.parse import quote
 
 from PIL import Image, ImageOps
@@ -45,6 +46,9 @@ NO_THUMBNAIL = (b'<svg xmlns="http://www.w3.org/2000/svg" width="64" height="64"
                 b'10 11z" fill="#bbb"/><circle cx="44" cy="22" r="5" fill="#bbb"/></svg>',
                 "image/svg+xml")
 _thumbnails: dict[str, tuple[bytes, str]] = {}
+# One thumbnail drawn at a time: a large PNG decodes whole (up to THUMB_MAX_PIXELS, ~240 MB),
+# so several tabs opening new ones never hold several at once.
+_drawing = threading.Lock()
 
 
 def store_of(request: Request) -> Store:
@@ -162,11 +166,16 @@ async def preview(request: Request) -> Response:
     if made is None:
         data = await store_of(request).read(studio_of(request).db, found["owner_id"],
                                             found["sha256"])
-        made = await asyncio.to_thread(thumbnail, data)
+        made = await asyncio.to_thread(drawn_alone, data)
         _thumbnails[found["sha256"]] = made
         while len(_thumbnails) > THUMBS_KEPT:
             _thumbnails.pop(next(iter(_thumbnails)))
     return Response(made[0], media_type=made[1], headers=headers)
+
+
+def drawn_alone(data: bytes) -> tuple[bytes, str]:
+    with _drawing:
+        return thumbnail(data)
 
 
 def thumbnail(data: bytes) -> tuple[bytes, str]:

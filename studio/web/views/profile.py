@@ -39,7 +39,7 @@ def _page(request: Request, profile: dict[str, Any], saved: bool) -> Response:
     return answer(request, profile, template="settings.html",
                   context={"profile": profile, "saved": saved,
                            "countries": identifiers.countries(),
-                           "languages": i18n.NAMES,
+                           "languages": {code: i18n.NAMES[code] for code in i18n.PAGE_LANGUAGES},
                            "max_logo_kb": profiles.MAX_LOGO_BYTES // 1024})
 
 

@@ -10,6 +10,7 @@ from decimal import Decimal
 import pytest
 from playwright.sync_api import Page, expect
 
+from studio import i18n
 from tests.conftest import rows, scalar
 from tests.e2e.conftest import (
     KESTREL,
@@ -65,9 +66,9 @@ def test_a_payment_recorded_again_after_a_lost_reply_is_one_payment(
     button.click()
     page.wait_for_url(re.compile(rf".*/invoices/{invoice_id}\?recorded=[0-9a-f-]{{36}}$"))
     left = due - 100
-    expect(payments).to_contain_text("Payment of EUR 100.00 recorded.")
+    expect(payments).to_contain_text("Payment of €100.00 recorded.")
     expect(payments.locator("li.payment")).to_have_count(had + 1)
-    expect(page.locator("#amount-due")).to_have_text(f"EUR {left}")
+    expect(page.locator("#amount-due")).to_have_text(i18n.money(left, "EUR", "en"))
     # The same form, sent twice: the same id both times.
     assert len(posts) == 2 and posts[0] == posts[1] and f"request_id={minted}" in posts[0]
     [row] = rows(studio.db_path, "SELECT amount, reference, voided_at FROM payments"
@@ -89,7 +90,7 @@ def test_a_payment_recorded_again_after_a_lost_reply_is_one_payment(
     page.wait_for_url(re.compile(r".*\?voided="))
     expect(row_of_it.locator("s").first).to_be_visible()
     expect(row_of_it).to_contain_text("Cancelled")
-    expect(page.locator("#amount-due")).to_have_text(f"EUR {due}")
+    expect(page.locator("#amount-due")).to_have_text(i18n.money(due, "EUR", "en"))
     assert scalar(studio.db_path, "SELECT voided_at IS NOT NULL FROM payments"
                                   " WHERE invoice_id = ? AND reference = 'Transfer 881'",
                   invoice_id) in (1, True)
@@ -128,7 +129,7 @@ def test_start_over_after_a_lost_reply_is_a_new_form_with_a_new_id(
     page.get_by_label("Reference (optional)").fill("Started over")
     page.locator("#record-payment").click()
     page.wait_for_url(re.compile(r".*\?recorded="))
-    expect(page.locator("#payments")).to_contain_text("Payment of EUR 7.00 recorded.")
+    expect(page.locator("#payments")).to_contain_text("Payment of €7.00 recorded.")
     # The lost one counted once, the new one once: both, and nothing else.
     assert payments_of(studio, invoice_id) == [
         *had, ("12.50", "Lost then changed"), ("7.00", "Started over")]

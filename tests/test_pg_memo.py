@@ -34,7 +34,7 @@ def candidates(lease: dict[str, Any]) -> int:
 
 
 def remembered(host: Running, lease_id: str) -> bool:
-    return any(key[0] == "lease" and key[-1] == lease_id for key in host.studio.memo._kept)
+    return any(key[0] == "lease" and lease_id in key for key in host.studio.memo._kept)
 
 
 @contextlib.asynccontextmanager

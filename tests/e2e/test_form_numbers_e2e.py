@@ -47,7 +47,7 @@ def beside(page: Page, field: str, said: str) -> None:
     assert message.get_attribute("id") in described.split()
     under, box = message.bounding_box(), page.locator(field).bounding_box()
     assert under is not None and box is not None
-    assert 0 <= under["y"] - (box["y"] + box["height"]) < 30  # right under it
+    assert -2 <= under["y"] - (box["y"] + box["height"]) < 30  # right under it (sub-pixel)
     assert abs(under["x"] - box["x"]) < 30
 
 

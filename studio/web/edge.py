@@ -58,7 +58,8 @@ class Edge:
             return
         # The whole request speaks the browser's language, until its person's choice is known
         # (`current_actor`): pages, fragments and refusals alike.
-        with i18n.use(_accepted_language(scope)):
+        scope["studio.browser_language"] = browser = _accepted_language(scope)
+        with i18n.use(browser):
             await self._answer(scope, receive, send)
 
     async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -172,15 +172,14 @@ async def lease_status(request: Request) -> Response:
     # Remembered answers stand in only for a session this process saw current lately.
     if kind == "page" or not studio_of(request).sessions.confirmed(cookie):
         return await read()
-    key = poll_key(kind, cookie, lease_id, request.headers.get("accept-language"))
+    key = poll_key(kind, cookie, lease_id, request.scope)
     return await studio_of(request).memo.answer(key, read)
 
 
-def poll_key(kind: str, cookie: str, lease_id: str, accept_language: str | None
-             ) -> Hashable:
-    """A poll's answer is remembered per browser language (a chosen one is saved, and a
-    commit forgets every answer), so none is given again in another language."""
-    return ("lease", kind, cookie, lease_id, i18n.from_accept_language(accept_language))
+def poll_key(kind: str, cookie: str, lease_id: str, scope: Scope) -> Hashable:
+    """A poll's answer is remembered per browser language (the edge reads it; a chosen one is
+    saved, and a commit forgets every answer), so none is given again in another language."""
+    return ("lease", kind, cookie, lease_id, scope.get("studio.browser_language"))
 
 
 def replay_key(kind: str, cookie: str, raw: bytes) -> Hashable:
@@ -214,8 +213,7 @@ class Remembered:
             return None
         kind = kind_of(headers)
         if scope["method"] == "GET":
-            key = poll_key(kind, cookie, scope["path"].rpartition("/")[2],
-                           headers.get("accept-language"))
+            key = poll_key(kind, cookie, scope["path"].rpartition("/")[2], scope)
         else:
             key = replay_key(kind, cookie, body)
         return await studio.memo.recall(key)
@@ -223,8 +221,7 @@ class Remembered:
 
 # The headers the edge reads to find a remembered answer, each as Starlette's `Headers.get`
 # reads it: the first of its name.
-RECALL_HEADERS = frozenset({b"cookie", b"accept", b"hx-request", b"content-type",
-                            b"accept-language"})
+RECALL_HEADERS = frozenset({b"cookie", b"accept", b"hx-request", b"content-type"})
 
 
 def _asked_with(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:

@@ -25,6 +25,7 @@ from studio.store.db import Database
 from studio.store.stores import store_for
 from tests import backends
 from tests.conftest import BEN, Running, database_digest, days_ahead, execute, rows, running, scalar
+from tests.test_invoices import make_draft
 
 pytestmark = pytest.mark.anyio
 
@@ -444,11 +445,7 @@ async def test_attaching_or_removing_is_a_new_revision_so_a_stale_issue_review_i
 
 async def test_attaching_a_receipt_does_not_mark_the_draft_edited_but_an_edit_does(studio):
     client = await studio.signed_in()
-    made = await client.post("/invoices", json={
-        "customer": "Fresh Co", "currency": "EUR", "due_date": "2099-01-01",
-        "line_items": [{"description": "Work", "quantity": "1", "unit_price": "10",
-                        "tax_rate": "0"}]})
-    invoice = made.json()["id"]
+    invoice = (await make_draft(client))["id"]
     attached = (await send(client, invoice, "key-edited", png(41))).json()
     await client.delete(f"/attachments/{attached['attachment_id']}")
     await send(client, invoice, "key-edited-2", png(42))

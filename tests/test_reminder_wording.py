@@ -16,6 +16,7 @@ from studio.billing import reminding
 from studio.errors import Refusal
 from studio.leasing import purposes
 from tests.conftest import DEMO_PASSWORD, lease_body, rows, scalar, wait_for_status
+from tests.test_invoices import make_draft
 
 pytestmark = pytest.mark.anyio
 
@@ -125,11 +126,8 @@ async def test_a_wording_asked_wrongly_is_refused_and_makes_no_lease(studio, bod
 
 async def test_a_draft_is_no_example_for_wording(studio):
     client = await studio.signed_in()
-    made = await client.post("/invoices", json={
-        "customer": "Hollow Oak", "currency": "EUR", "due_date": "2027-01-01",
-        "line_items": [{"description": "Work", "quantity": "1", "unit_price": "10",
-                        "tax_rate": "0"}]})
-    refused = await client.post("/leases", json=wording(made.json()["id"], 7))
+    draft = await make_draft(client)
+    refused = await client.post("/leases", json=wording(draft["id"], 7))
     assert refused.status_code == 422 and "issued" in refused.json()["message"]
     assert scalar(studio.settings.db_path, "SELECT COUNT(*) FROM leases") == 0
 

@@ -167,9 +167,9 @@ def claim_task(
     ).fetchone() is not None
     fields: dict[str, Any] = {}
     unreadable = ""
+    options = json.loads(lease["options"])
     try:
         fields = work_fields(db, invoice)
-        options = json.loads(lease["options"])
         if "days" in options:
             # A step's words go to every customer: written in the language of the person who
             # keeps them (as they asked), not of the example invoice's customer.
@@ -177,7 +177,7 @@ def claim_task(
             fields["language"] = options.get("language") or fields["language"]
         if PURPOSES[lease["purpose"]].reads_receipts:
             # One receipt a reading: the one the person picked, else the draft's newest.
-            picked = json.loads(lease["options"]).get("attachment_id")
+            picked = options.get("attachment_id")
             fields["receipts"] = [dict(found) for found in db.execute(
                 "SELECT owner_id, sha256, content_type, filename, size FROM attachments"
                 " WHERE invoice_id = ? AND (CAST(? AS TEXT) IS NULL OR id = ?)"
@@ -191,7 +191,7 @@ def claim_task(
         purpose=lease["purpose"], provider=row["provider"], candidate=row["candidate"],
         attempts=row["attempts"], deadline_at=lease["deadline_at"],
         invoice=fields, has_proposal=has_proposal, unreadable=unreadable,
-        language=json.loads(lease["options"]).get("language") or "en",
+        language=options.get("language") or "en",
     )
 
 

@@ -76,12 +76,22 @@ def keep_wording(db: sqlite3.Connection, actor_id: str, fence: str, subject: str
     steps = [step for step in steps_shown(db, actor_id) if step["days"] != days]
     steps = sorted([*steps, {"days": days, "subject": subject, "message": message}],
                    key=lambda step: step["days"])
+    store_steps(db, actor_id, steps, clock(now))
+
+
+def store_steps(db: sqlite3.Connection, actor_id: str, steps: list[dict[str, Any]],
+                now: float, enabled: bool | None = None) -> None:
+    """The account's steps kept, and whether reminders are on when `enabled` is given (else
+    as they were; off for an account that had none): the revision moves on, and the next
+    look at its invoices follows at once."""
     db.execute(
         "INSERT INTO reminder_settings (actor_id, enabled, steps, looked_on, updated_at)"
-        " VALUES (?, 0, ?, NULL, ?) ON CONFLICT (actor_id) DO UPDATE SET"
-        " steps = excluded.steps, looked_on = NULL,"
-        " revision = reminder_settings.revision + 1, updated_at = excluded.updated_at",
-        (actor_id, json.dumps(steps), clock(now)))
+        " VALUES (?, ?, ?, NULL, ?) ON CONFLICT (actor_id) DO UPDATE SET"
+        " enabled = COALESCE(?, reminder_settings.enabled), steps = excluded.steps,"
+        " looked_on = NULL, revision = reminder_settings.revision + 1,"
+        " updated_at = excluded.updated_at",
+        (actor_id, int(bool(enabled)), json.dumps(steps), now,
+         None if enabled is None else int(enabled)))
 
 
 def example_invoice(db: sqlite3.Connection, actor_id: str) -> str | None:

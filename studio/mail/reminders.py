@@ -124,13 +124,7 @@ def save_settings(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any],
                   now: float | None = None) -> dict[str, Any]:
     """The account's reminder settings; the next look at its invoices follows at once."""
     hold(db, account_lock(actor_id))
-    now = clock(now)
-    db.execute(
-        "INSERT INTO reminder_settings (actor_id, enabled, steps, looked_on, updated_at)"
-        " VALUES (?, ?, ?, NULL, ?) ON CONFLICT (actor_id) DO UPDATE SET"
-        " enabled = excluded.enabled, steps = excluded.steps, looked_on = NULL,"
-        " revision = reminder_settings.revision + 1, updated_at = excluded.updated_at",
-        (actor_id, int(fields["enabled"]), json.dumps(fields["steps"]), now))
+    reminding.store_steps(db, actor_id, fields["steps"], clock(now), enabled=fields["enabled"])
     return settings_of(db, actor_id)
 
 

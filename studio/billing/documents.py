@@ -24,6 +24,7 @@ import asyncio
 import base64
 import datetime as dt
 import io
+import json
 import multiprocessing
 import os
 import re
@@ -74,6 +75,13 @@ def language_of(invoice: dict[str, Any]) -> str:
     an issued document never changes. An invoice issued before customers had a language was
     written in English, and reads so still: its page, share page and PDF as they were."""
     return i18n.known(buyer_of(invoice).get("language")) or i18n.DEFAULT
+
+
+def stored_language(row: Any) -> str:
+    """`language_of` an invoice row as the database keeps it, its buyer frozen as JSON: what
+    its emails, reminders and the model's words about it speak too."""
+    buyer = json.loads(row["buyer"]) if row["buyer"] else None
+    return language_of({"buyer": buyer, "customer": row["customer"]})
 
 
 def seller_language(invoice: dict[str, Any]) -> str:

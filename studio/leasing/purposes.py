@@ -463,13 +463,6 @@ def invoice_fields(row: Any) -> Invoice:
     }
 
 
-def language_of(row: Any) -> str:
-    """The customer's language, kept with the buyer at issue: the one its document and
-    emails speak (`documents.language_of`)."""
-    buyer = json.loads(row["buyer"]) if row["buyer"] else None
-    return documents.language_of({"buyer": buyer, "customer": row["customer"]})
-
-
 def work_fields(db: Any, row: Any) -> Invoice:
     """What a writer is given of an invoice: its own fields, what is left to pay as its page
     says it, how late it is, the seller's name and the language to write in. Nothing secret."""
@@ -479,4 +472,4 @@ def work_fields(db: Any, row: Any) -> Invoice:
         if standing["overdue"] else 0
     seller = json.loads(row["seller"]) if row["seller"] else {}
     return {**fields, **standing, "days_late": late, "seller": seller.get("name") or "",
-            "language": language_of(row), "status": row["status"]}
+            "language": documents.stored_language(row), "status": row["status"]}

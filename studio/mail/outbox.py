@@ -113,12 +113,6 @@ def _message(message: object) -> str | None:
 # --- the words -------------------------------------------------------------------------------
 
 
-def language_of(invoice: Any) -> str:
-    """The language an invoice's emails speak: its document's (`documents.language_of`)."""
-    buyer = json.loads(invoice["buyer"]) if invoice["buyer"] else None
-    return documents.language_of({"buyer": buyer, "customer": invoice["customer"]})
-
-
 def _invoice_facts(db: sqlite3.Connection, invoice: sqlite3.Row) -> dict[str, Any]:
     seller = json.loads(invoice["seller"]) if invoice["seller"] else {}
     buyer = json.loads(invoice["buyer"]) if invoice["buyer"] else {}
@@ -136,7 +130,8 @@ def _invoice_facts(db: sqlite3.Connection, invoice: sqlite3.Row) -> dict[str, An
             "seller_email": seller.get("email") or "",
             "email": customer_email or buyer.get("email") or "",
             "amount_due": standing["amount_due"],
-            "payment_status": standing["payment_status"], "language": language_of(invoice)}
+            "payment_status": standing["payment_status"],
+            "language": documents.stored_language(invoice)}
 
 
 def default_words(facts: dict[str, Any], kind: str) -> tuple[str, str]:

@@ -18,7 +18,7 @@ import sqlite3
 from typing import Any
 
 from studio import addresses, i18n
-from studio.billing import balances, identifiers, reminding
+from studio.billing import balances, documents, identifiers, reminding
 from studio.errors import Refusal
 from studio.mail import outbox
 from studio.store.dialect import account_lock, hold
@@ -195,7 +195,7 @@ def _remind(db: sqlite3.Connection, invoice: Any, steps: list[dict[str, Any]],
         return 0
     standing = balances.standing_of(db, invoice, now)
     # The amount and the date as the customer's language writes them; {currency} says which.
-    language = outbox.language_of(invoice)
+    language = documents.stored_language(invoice)
     values = {"number": invoice["number"], "customer": invoice["customer"],
               "amount_due": i18n.number(standing["amount_due"] or invoice["total"], language),
               "currency": invoice["currency"],

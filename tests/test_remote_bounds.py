@@ -80,7 +80,7 @@ class TricklingServer:
                     self.close_connection = True
 
             def log_message(self, *args: object) -> None:
-                pass
+                """Quiet: the trickle's requests are not the test's output."""
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True

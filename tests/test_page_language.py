@@ -6,10 +6,12 @@ draft's "Read the receipt" appearing with the receipt it reads."""
 from __future__ import annotations
 
 import re
+import sqlite3
 from typing import Any
 
 import pytest
 
+from studio.accounts import languages
 from tests.conftest import ADA, days_ahead, rows, scalar
 from tests.test_attachments import png, send
 
@@ -108,6 +110,21 @@ async def test_a_language_the_studio_does_not_speak_is_refused_and_nothing_is_sa
     assert refused.status_code == 422, refused.text
     assert refused.json()["detail"] == "invalid_language"
     assert "de, en or fr" in refused.json()["message"]
+    assert ([dict(row) for row in rows(db, "SELECT * FROM profiles")], chosen(db)) == before
+
+
+async def test_the_profile_and_the_language_are_saved_in_one_transaction(
+        studio, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A save whose language cannot be written keeps nothing of the profile either."""
+    client = await studio.signed_in()
+    db = studio.settings.db_path
+    before = [dict(row) for row in rows(db, "SELECT * FROM profiles")], chosen(db)
+
+    def refused(*_: Any) -> None:
+        raise sqlite3.OperationalError("database is locked")
+    monkeypatch.setattr(languages, "store", refused)
+    failed = await profile_with(client, language="de", name="Changed Name")
+    assert failed.status_code == 503, failed.text
     assert ([dict(row) for row in rows(db, "SELECT * FROM profiles")], chosen(db)) == before
 
 

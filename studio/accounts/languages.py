@@ -7,7 +7,6 @@ import sqlite3
 
 from studio import i18n
 from studio.errors import Refusal
-from studio.store.db import Database
 
 
 def parse_language(value: object) -> str | None:
@@ -20,9 +19,5 @@ def parse_language(value: object) -> str | None:
     raise Refusal("invalid_language")
 
 
-async def choose(db: Database, actor_id: str, language: str | None) -> None:
-    await db.write(_choose, actor_id, language)
-
-
-def _choose(db: sqlite3.Connection, actor_id: str, language: str | None) -> None:
+def store(db: sqlite3.Connection, actor_id: str, language: str | None) -> None:
     db.execute("UPDATE actors SET language = ? WHERE id = ?", (language, actor_id))

@@ -13,6 +13,7 @@ import filetype
 from PIL import Image
 
 from studio import i18n
+from studio.accounts import languages
 from studio.accounts.auth import Actor
 from studio.billing import identifiers
 from studio.errors import N_, Refusal
@@ -142,8 +143,15 @@ async def get_profile(db: Database, actor: Actor) -> dict[str, Any]:
 
 
 async def save_profile(db: Database, actor: Actor, profile: dict[str, str],
-                       logo: Logo | None = None, remove_logo: bool = False) -> dict[str, Any]:
-    return await db.write(save, actor.id, profile, None, logo, remove_logo)
+                       logo: Logo | None = None, remove_logo: bool = False,
+                       language: str | None = None) -> dict[str, Any]:
+    """The settings form's save: the profile and the language the pages speak (None follows
+    the browser) in one transaction, so a save is kept whole or not at all."""
+    def unit(db: sqlite3.Connection) -> dict[str, Any]:
+        saved = save(db, actor.id, profile, None, logo, remove_logo)
+        languages.store(db, actor.id, language)
+        return saved
+    return await db.write(unit)
 
 
 async def current_logo(db: Database, actor: Actor) -> tuple[str, bytes] | None:

@@ -98,9 +98,8 @@ async def save_settings(request: Request) -> Response:
     logo = await asyncio.to_thread(profiles.parse_logo, content) if content else None
     remove = body.get("remove_logo") in (True, "1", "true", "on")
     saved = await profiles.save_profile(studio_of(request).db, actor, profile, logo=logo,
-                                        remove_logo=remove and logo is None)
+                                        remove_logo=remove and logo is None, language=language)
     if language != actor.language:
-        await languages.choose(studio_of(request).db, actor.id, language)
         # The answer already speaks the new choice (or the browser's, when it follows it).
         i18n.speak(language or i18n.from_accept_language(
             request.headers.get("accept-language")) or i18n.DEFAULT)

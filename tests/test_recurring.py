@@ -549,3 +549,10 @@ async def test_a_period_that_cannot_be_issued_is_kept_as_a_draft_saying_why(
         assert found["made"][0]["status"] == "draft" and "kept as a draft" in found["problem"]
         assert found["next_run"] == TODAY.isoformat()
         assert audit_database(studio.settings) == []
+        # Noted in the language the owner chose for their pages, dates as it writes them.
+        execute(studio.settings.db_path, "UPDATE actors SET language = 'de' WHERE id = ?", owner)
+        german = await studio.studio.db.write(recurring.make_period, schedule["id"])
+        assert german["problem"].startswith(
+            f"Die Rechnung für {TODAY:%d.%m.%Y} bis {TODAY + dt.timedelta(days=6):%d.%m.%Y}"
+            " wurde als Entwurf behalten: "), german["problem"]
+        assert "Firmennamen" in german["problem"]

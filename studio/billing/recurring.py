@@ -453,11 +453,21 @@ def make_period(db: sqlite3.Connection, recurring_id: str, deliver: Deliver | No
     it, so a second maker's whole transaction rolls back), the invoice made, issued and
     delivered as the schedule says, and the schedule moved on, all in this one transaction.
     Returns what was made, or None when nothing was due."""
-    owner = db.execute("SELECT owner_id FROM recurring WHERE id = ?",
+    owner = db.execute("SELECT r.owner_id, a.language FROM recurring r"
+                       " JOIN actors a ON a.id = r.owner_id WHERE r.id = ?",
                        (recurring_id,)).fetchone()
     if owner is None:
         return None
-    hold(db, account_lock(owner[0]))
+    with i18n.use(owner[1]):
+        return _make_due(db, owner[0], recurring_id, deliver, now)
+
+
+def _make_due(db: sqlite3.Connection, owner_id: str, recurring_id: str,
+              deliver: Deliver | None, now: float | None) -> dict[str, Any] | None:
+    """make_period's transaction, speaking the owner's chosen page language: a problem it
+    notes on the schedule is read on their pages (English when their pages follow the
+    browser, which no clock has)."""
+    hold(db, account_lock(owner_id))
     now = clock(now)
     today = today_of(now)
     row = db.execute("SELECT * FROM recurring WHERE id = ?", (recurring_id,)).fetchone()
@@ -489,7 +499,7 @@ def _make_invoice(db: sqlite3.Connection, row: Any, start: dt.date, end: dt.date
               "due_date": (today + dt.timedelta(days=row["payment_terms_days"])).isoformat(),
               "supply_date": None, "notes": row["notes"], "line_items": row["line_items"],
               **money.totals(lines, row["currency"]).as_json(row["currency"])}
-    draft, _ = invoices.create_draft(db, owner, fields, None, now)
+    draft = invoices.create_draft(db, owner, fields, None, now)[0]
     invoice_id = draft["id"]
     db.execute("UPDATE invoices SET recurring_id = ?, period_start = ?, period_end = ?"
                " WHERE id = ? AND status = 'draft'",
@@ -505,19 +515,21 @@ def _make_invoice(db: sqlite3.Connection, row: Any, start: dt.date, end: dt.date
         return made
     try:
         with savepoint(db):
-            issued, _ = invoices.issue(db, owner, invoice_id, f"recurring:{row['id']}:{start}",
-                                       draft["revision"], now)
+            issued = invoices.issue(db, owner, invoice_id, f"recurring:{row['id']}:{start}",
+                                    draft["revision"], now)[0]
     except Refusal as refused:
-        return {**made, "problem": f"The invoice for {start} to {end} was kept as a draft:"
-                                   f" {refused.message}"}
+        return {**made, "problem": _("The invoice for {start} to {end} was kept as a draft:"
+                                     " {reason}").format(start=i18n.date(start),
+                                                         end=i18n.date(end),
+                                                         reason=refused.message)}
     made.update(number=issued["number"], status="issued")
     if row["action"] == "send" and deliver is not None:
         try:
             with savepoint(db):
                 deliver(db, owner, invoice_id, row, start.isoformat())
         except Refusal as refused:
-            made["problem"] = f"Invoice {issued['number']} was issued but not emailed:" \
-                              f" {refused.message}"
+            made["problem"] = _("Invoice {number} was issued but not emailed: {reason}"
+                                ).format(number=issued["number"], reason=refused.message)
     return made
 
 

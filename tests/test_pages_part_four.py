@@ -60,6 +60,7 @@ async def test_a_request_that_ran_out_of_time_offers_the_same_review_again(studi
         assert "The time ran out. Nothing was written." in words(page.text)
         again = re.findall(r'<a[^>]*id="ask-again"[^>]*href="([^"]+)"', page.text)
         assert len(again) == 1, page.text
+        assert 'id="attach-another"' not in page.text
     review = await client.get(html.unescape(again[0]), headers=PAGE)
     assert review.status_code == 200 and 'id="review"' in review.text
     frozen = json.loads(html.unescape(re.search(r'data-frozen="([^"]+)"', review.text)[1]))

@@ -396,6 +396,9 @@ async def test_a_receipt_that_cannot_be_read_fails_once_saying_why(studio):
     assert lease["failures"] == [why]
     page = (await client.get(f"/leases/{lease['lease_id']}", headers=PAGE)).text
     assert "the PDF is locked with a password." in page
+    # Asking again would read the same file: the page sends the person to the draft for another.
+    assert lease["file_unreadable"] is True
+    assert 'id="attach-another"' in page and f'href="/invoices/{invoice_id}"' in page
 
 
 # --- a cent lost to rounding ---------------------------------------------------------------

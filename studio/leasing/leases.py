@@ -474,9 +474,10 @@ def view(db: sqlite3.Connection, lease_id: str, actor_id: str) -> dict[str, Any]
         })
     options = json.loads(lease["options"])
     # Why its tasks failed, each reason once, in words a person can read.
-    failures = sorted({failure_words(row[0]) for row in db.execute(
+    errors = [row[0] for row in db.execute(
         "SELECT DISTINCT error FROM tasks WHERE lease_id = ? AND status = 'failed'"
-        " AND error IS NOT NULL", (lease_id,))})[:3]
+        " AND error IS NOT NULL", (lease_id,))]
+    failures = sorted({failure_words(error) for error in errors})[:3]
     return {
         "lease_id": lease["id"],
         "status": lease["status"],
@@ -489,8 +490,14 @@ def view(db: sqlite3.Connection, lease_id: str, actor_id: str) -> dict[str, Any]
         **({"days": options["days"]} if "days" in options else {}),
         "progress": {"total": lease["task_count"], "done": done, "failed": failed},
         "failures": failures,
+        # Every task failed on the file itself: the same file fails the same way again.
+        "file_unreadable": bool(errors) and all(error.startswith(FILE_FAILURES)
+                                                for error in errors),
         "invoices": list(invoices.values()),
     }
+
+
+FILE_FAILURES = ("The receipt could not be read", "The draft has no receipt to read")
 
 
 def failure_words(error: str) -> str:

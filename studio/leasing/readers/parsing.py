@@ -158,13 +158,14 @@ CURRENCY_SIGNS = [("€", "EUR"), ("EUR", "EUR"), ("£", "GBP"), ("GBP", "GBP"),
 
 _CUR = r"(?:€|EUR|£|GBP|CHF|\$|USD)"
 # An amount with two decimals, thousands grouped by dot, comma, apostrophe or space, a currency
-# before or after it. OCR's confusions of digits are undone before (see _digits).
+# before or after it, never a rate (22,00%). OCR's confusions of digits are undone before (see
+# _digits).
 MONEY = re.compile(
     r"(?<![\d.,A-WYZa-wyzÄÖÜäöüßÀ-ÿ_])(?<![A-Za-z0-9]-)"
     r"(?P<negpre>(?<![^\s(])[-−](?=\s?" + _CUR + r"))?(?P<pre>" + _CUR + r"\s?)?"
     r"(?P<neg>(?<![^\s€£$(])[-−])?"
     r"(?P<num>\d{1,3}(?:(?P<sep>[ .,'’])\d{3})(?:(?P=sep)\d{3})*[.,]\d{2}|\d+[.,]\d{2})"
-    r"(?![\d]|[.,]\d)(?P<negpost>[-−](?![\d]))?(?:\s?(?P<post>€|EUR|CHF|£))?"
+    r"(?![\d]|[.,]\d|\s?%)(?P<negpost>[-−](?![\d]))?(?:\s?(?P<post>€|EUR|CHF|£))?"
 )
 RATE = re.compile(r"(?<![\d.,])(\d{1,2}(?:[.,]\d{1,2})?)\s?%")
 QTY = r"(\d{1,5}(?:[.,]\d{1,3})?)"
@@ -352,15 +353,22 @@ def _item_readings(line: str, amounts: list[Amount], codes: dict[str, Decimal],
         code = code_match.group(1)
         rate = codes[code]
     head = line[: last.start]
-    # A rate printed between the unit price and the amount (columns: 4,99 19% 14,97).
+
+    def rate_column(m: re.Match[str]) -> bool:
+        """A rate printed between the unit price and the amount (4,99 19% 14,97), or right
+        before the amount where no unit price is printed (CAPPUCCINO 10% 3,00)."""
+        if dec(m.group(1)) not in KNOWN_RATES:
+            return False
+        if len(amounts) > 1:
+            return m.start() > amounts[-2].end
+        return not head[m.end():].strip()
+
     if rate is None:
         inner = list(RATE.finditer(head))
-        if inner and amounts[:-1] and inner[-1].start() > amounts[-2].end \
-                and dec(inner[-1].group(1)) in KNOWN_RATES:
+        if inner and rate_column(inner[-1]):
             rate = dec(inner[-1].group(1))
-    head_no_rate = RATE.sub(lambda m: " " * len(m.group(0)) if dec(m.group(1)) in KNOWN_RATES
-                            and m.start() > (amounts[-2].end if len(amounts) > 1 else 10**6)
-                            else m.group(0), head)
+    head_no_rate = RATE.sub(lambda m: " " * len(m.group(0)) if rate_column(m) else m.group(0),
+                            head)
     total = last.value
     out: list[Candidate] = []
 
@@ -616,6 +624,11 @@ def _supplier(lines: list[str]) -> str | None:
     return None
 
 
+# A rate table's row starts with its code standing alone (A 19%, B= 7,0 %, 1 USt. 19%), never
+# with an article whose name starts with the letter (CAPPUCCINO 10% 3,00).
+RATE_ROW = re.compile(r"^[A-D1-4](?![^\W\d_])\s*[=:)]?\s*(?:\w+\.?\s*)?\d{1,2}(?:[.,]\d{1,2})?\s?%")
+
+
 def _rate_codes(lines: list[str]) -> dict[str, Decimal]:
     """A rate table's letter or digit codes: A= 19,0%; B 7%; 1 USt. 19 %; A TVA 5,50 %."""
     codes: dict[str, Decimal] = {}
@@ -718,7 +731,7 @@ def parse(text: str) -> Reading:
             continue
         if _is_skip(line, lower) and not re.search(r"\d[.,]\d{2}\s*[A-D€]?\s*$", line):
             continue
-        if re.match(r"^[A-D1-4]\s*[=:)]?\s*(?:\w+\.?\s*)?\d{1,2}(?:[.,]\d{1,2})?\s?%", line):
+        if RATE_ROW.match(line):
             continue  # a rate table's row
         if _date_only(line):
             continue

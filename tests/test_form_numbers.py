@@ -112,7 +112,7 @@ async def test_a_german_payment_form_takes_500_comma_00(studio) -> None:
 
 async def test_a_refused_draft_form_names_every_field_in_the_persons_language(studio) -> None:
     client = await studio.signed_in()
-    # The second row is left blank: the third is the form's row 3, though the draft's line 2.
+    # The second row is left blank: every message names the third as the row the person sees.
     refused = await client.post("/invoices", headers=GERMAN, data=draft_form(
         description=["Beratung", "", ""], quantity=["1", "", "zwei"],
         unit_price=["1,200,50", "", "10"], discount_percent=["", "", "200"],
@@ -121,9 +121,9 @@ async def test_a_refused_draft_form_names_every_field_in_the_persons_language(st
     shown = re.findall(r'<li data-field="([^"]+)">([^<]+)</li>', refused.text)
     assert dict(shown) == {
         "unit_price.1": "Der Einzelpreis in Zeile 1 muss eine Zahl wie 1.200,50 sein.",
-        "description.3": "Zeile 2: Die Beschreibung muss 1 bis 500 Zeichen lang sein.",
+        "description.3": "Zeile 3: Die Beschreibung muss 1 bis 500 Zeichen lang sein.",
         "quantity.3": "Die Menge in Zeile 3 muss eine Zahl wie 1,5 sein.",
-        "discount_percent.3": "Zeile 2: Der Rabatt muss ein Prozentsatz von 0 bis 100 sein,"
+        "discount_percent.3": "Zeile 3: Der Rabatt muss ein Prozentsatz von 0 bis 100 sein,"
                               " etwa 10 oder 2,5.",
     }
     assert "Nicht gespeichert: 4 Felder zu korrigieren" in refused.text

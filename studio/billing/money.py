@@ -215,13 +215,21 @@ def stored_line(raw: object) -> Line | None:
     return Line(str(raw.get("description", "")), *amounts, discount_percent)
 
 
+def form_row(item: object, n: int) -> int:
+    """The row of the form a line came from, as `form_row` names it (a form's blank rows are
+    not lines, yet a message names the row the person sees); else its place in the list."""
+    row = item.get("form_row") if isinstance(item, dict) else None
+    return row if isinstance(row, int) and not isinstance(row, bool) and row >= 1 else n
+
+
 def parse_lines(raw: object) -> list[Line]:
     if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_LINES:
         raise Refusal("invalid_body", gettext("An invoice needs 1 to %(most)s line items.") % {
             "most": MAX_LINES})
     checks = FieldChecks()  # every line's refused fields at once
-    lines = [checks.check(f"line_items.{n}", parse_line, item, n)
-             for n, item in enumerate(raw, start=1)]
+    rows = [form_row(item, n) for n, item in enumerate(raw, start=1)]
+    lines = [checks.check(f"line_items.{row}", parse_line, item, row)
+             for row, item in zip(rows, raw, strict=True)]
     checks.done()
     return [line for line in lines if line is not None]
 

@@ -58,9 +58,11 @@ def line_items_of(body: dict[str, Any]) -> dict[str, Any]:
     lines = [dict(zip(LINE_FIELDS, values, strict=True))
              for values in zip_longest(*columns, fillvalue="")]
     # A line left wholly blank in the form is not a line; a blank discount is no discount.
-    lines = [line for line in lines if any(str(value).strip() for value in line.values())]
-    lines = [{name: value for name, value in line.items()
-              if name != "discount_percent" or str(value).strip()} for line in lines]
+    # Each keeps its row, so that a refusal names the row the person sees.
+    lines = [{**{name: value for name, value in line.items()
+                 if name != "discount_percent" or str(value).strip()}, "form_row": row}
+             for row, line in enumerate(lines, start=1)
+             if any(str(value).strip() for value in line.values())]
     return {**body, "line_items": lines}
 
 

@@ -44,3 +44,50 @@ DOCUMENTO N. 0012-0034
                                                                       "BRIOCHE"]
     assert (reading["total"], reading["date"], reading["currency"]) == ("9.00", "2024-06-14",
                                                                         "EUR")
+
+
+def test_a_column_of_counts_before_the_articles_is_each_line_s_quantity():
+    # A café's bill: the count, the article, what the count costs; one count above one is
+    # enough to read the column as counts.
+    text = """THE LITTLE KITCHEN
+8 Mill Lane
+Leeds LS2 7HU
+1 Americano 2.80
+3 Scone 7.50
+1 Hot Chocolate 3.40
+SUBTOTAL £13.70
+VAT 20% £2.28
+TOTAL TO PAY £13.70
+CARD £13.70
+"""
+    reading = parse(text)
+    assert lines_of(reading) == [("1", "2.80", "20"), ("3", "2.50", "20"), ("1", "3.40", "20")]
+    assert (reading["total"], reading["currency"]) == ("13.70", "GBP")
+
+
+def test_a_us_receipt_writes_its_dates_month_first():
+    dollars = """CORNER MARKET
+Sourdough 5.49
+Coffee beans 2 @ 7.99 15.98
+SUBTOTAL $21.47
+TAX $0.00
+TOTAL $21.47
+VISA $21.47
+04/09/2024 06:12 PM
+"""
+    assert parse(dollars)["date"] == "2024-04-09"
+    unsigned = """HARDWARE DEPOT
+1200 Elm Street
+Austin, TX 78701
+HAMMER 12.97
+SCREWS 4.28
+SUBTOTAL 17.25
+TAX 8.250 % 1.42
+TOTAL 18.67
+DEBIT TEND 18.67
+04/09/24 10:15:03
+"""
+    assert parse(unsigned)["date"] == "2024-04-09"
+    # Pounds and euros stay day first.
+    pounds = "SHOP\nTea 2.10\nTOTAL £2.10\nCARD £2.10\n04/09/2024 12:00\n"
+    assert parse(pounds)["date"] == "2024-09-04"

@@ -551,16 +551,19 @@ def _currency(text: str) -> str | None:
 MONTH_NAMES = "|".join(sorted((re.escape(k) for k in MONTHS), key=len, reverse=True))
 
 
-def _dates_in(line: str) -> list[datetime.date]:
-    """The dates a line prints: 2026-12-03, 03.12.2026, 03/12/26, 3 déc. 2026, Dec 3, 2026."""
+def _dates_in(line: str, month_first: bool = False) -> list[datetime.date]:
+    """The dates a line prints: 2026-12-03, 03.12.2026, 03/12/26, 3 déc. 2026, Dec 3, 2026;
+    12/03/2026 is the 3rd of December where the receipt writes its dates month first."""
     lower = line.lower()
     found: list[datetime.date | None] = []
     for m in re.finditer(r"(?<!\d)(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)", line):
         found.append(_make_date(int(m[1]), int(m[2]), int(m[3])))
-    for m in re.finditer(r"(?<![\d,])(?<!\d\.)(\d{1,2})[./-](\d{1,2})(?:[./-]|[.,] )(\d{4}|\d{2})"
+    for m in re.finditer(r"(?<![\d,])(?<!\d\.)(\d{1,2})([./-])(\d{1,2})(?:[./-]|[.,] )(\d{4}|\d{2})"
                          r"(?![\d]|[.,]\d)", line):
-        year = int(m[3]) + (2000 if len(m[3]) == 2 else 0)
-        day, month = int(m[1]), int(m[2])
+        year = int(m[4]) + (2000 if len(m[4]) == 2 else 0)
+        day, month = int(m[1]), int(m[3])
+        if month_first and m[2] != ".":  # nobody writes 12.03.2026 month first
+            day, month = month, day
         if month > 12 >= day:
             day, month = month, day
         found.append(_make_date(year, month, day))
@@ -572,12 +575,27 @@ def _dates_in(line: str) -> list[datetime.date]:
     return [date for date in found if date is not None]
 
 
-def _date(lines: list[str]) -> str | None:
+# Where a receipt writes its dates month first: in dollars, with a US state and ZIP code, or
+# charging a tax (sales tax) where European tills name theirs (VAT, MwSt, IVA, TVA, BTW).
+US_ADDRESS = re.compile(r"\b(?:AL|AK|AZ|AR|CA|CO|CT|DE|DC|FL|GA|HI|ID|IL|IN|IA|KS|KY|LA|ME|MD|MA|MI"
+                        r"|MN|MS|MO|MT|NE|NV|NH|NJ|NM|NY|NC|ND|OH|OK|OR|PA|RI|SC|SD|TN|TX|UT|VT|VA"
+                        r"|WA|WV|WI|WY),?\s+\d{5}(?:-\d{4})?\b")
+
+
+def _month_first(lines: list[str], currency: str | None) -> bool:
+    if currency is not None:
+        return currency == "USD"
+    lower = [line.lower() for line in lines]
+    taxes = {word for line in lower for word in TAX_WORDS if _has_word(line, [word])}
+    return taxes == {"tax"} or any(US_ADDRESS.search(line) for line in lines)
+
+
+def _date(lines: list[str], month_first: bool = False) -> str | None:
     """The receipt's date: the first one printed that is not a due date."""
     found: list[tuple[int, datetime.date]] = []
     for n, line in enumerate(lines):
         due = _has_word(line.lower(), DUE_WORDS) is not None
-        found += [(n + (1000 if due else 0), date) for date in _dates_in(line)]
+        found += [(n + (1000 if due else 0), date) for date in _dates_in(line, month_first)]
     if not found:
         # A till's compact stamp (20210923 142810), only where no other date is printed.
         for n, line in enumerate(lines):
@@ -758,6 +776,7 @@ def parse(text: str) -> Reading:
     chosen, confirmed, total = _choose(items, sums)
     chosen = _same_layout(items, chosen)
 
+    currency = _currency("\n".join(lines))
     out_lines: list[Line] = []
     single_rate = named[0] if len(named) == 1 and not codes else None
     rates = [c.rate for c in chosen]
@@ -775,8 +794,8 @@ def parse(text: str) -> Reading:
                                       text_of(unit), plain(rate)))
     return {
         "supplier": _supplier(lines),
-        "date": _date(lines),
-        "currency": _currency("\n".join(lines)),
+        "date": _date(lines, _month_first(lines, currency)),
+        "currency": currency,
         # A draft holds no more; the lines then do not come to the total, and say so.
         "lines": out_lines[:rule.MAX_LINES],
         "total": text_of(total.quantize(CENT)) if total is not None else None,
@@ -795,9 +814,14 @@ def _by_the_rule(description: str, quantity: str | None, unit_price: str | None,
 
 def _same_layout(items: list[ItemLine], chosen: list[Candidate]) -> list[Candidate]:
     """Where most lines start with their quantity, a line that starts with a number whose
-    amount it divides exactly is read the same way, though its printed unit price was lost."""
+    amount it divides exactly is read the same way, though its printed unit price was lost.
+    A column of counts before the articles (1 Tea 2.10, 2 Croissant 5.00) is such a layout
+    too, though only one count in it is more than one."""
     leading = sum(1 for c in chosen if c.lead and c.quantity != 1)
-    if leading < 2:
+    counted = sum(1 for item in items if any(o.lead for o in item.candidates))
+    column = counted >= 2 and counted * 2 >= len(items) and any(
+        o.lead and o.quantity != 1 for item in items for o in item.candidates)
+    if leading < 2 and not column:
         return chosen
     out = list(chosen)
     for n, (item, c) in enumerate(zip(items, chosen, strict=True)):

@@ -91,3 +91,50 @@ DEBIT TEND 18.67
     # Pounds and euros stay day first.
     pounds = "SHOP\nTea 2.10\nTOTAL £2.10\nCARD £2.10\n04/09/2024 12:00\n"
     assert parse(pounds)["date"] == "2024-09-04"
+
+
+def test_what_the_discounts_came_to_is_neither_an_article_nor_the_total():
+    # The oat milk's price was lost to a crease: the lines do not come to the total, and the
+    # total is still the total, not the savings.
+    text = """GREENGROCER & CO
+Cherry tomatoes 2.20
+Free range eggs 2.75
+Oat milk
+MULTIBUY SAVING -0.60
+TOTAL 6.15
+TOTAL SAVINGS 0.60
+CONTACTLESS 6.15
+"""
+    reading = parse(text)
+    assert reading["total"] == "6.15"
+    assert [line["unit_price"] for line in reading["lines"]] == ["2.20", "2.75", "-0.60"]
+
+
+def test_a_discount_printed_under_the_subtotal_is_a_line():
+    italian = """FERRAMENTA MORETTI
+P.IVA 04455667788
+DOCUMENTO COMMERCIALE
+VITI LEGNO 22,00% 3,20
+COLLA VINILICA 22,00% 4,80
+SUBTOTALE 8,00
+SCONTO 22,00% -0,80
+TOTALE COMPLESSIVO 7,20
+DI CUI IVA 1,30
+PAGAMENTO ELETTRONICO 7,20
+"""
+    reading = parse(italian)
+    assert lines_of(reading) == [("1", "3.20", "22"), ("1", "4.80", "22"), ("1", "-0.80", "22")]
+    assert reading["total"] == "7.20"
+    dutch = """SUPERMARKT DE HOEK
+1 APPELS 2,49
+2 YOGHURT 1,15 2,30
+SUBTOTAAL 4,79
+BONUS YOGHURT -0,50
+UW VOORDEEL 0,50
+TOTAAL 4,29
+PIN 4,29
+"""
+    reading = parse(dutch)
+    assert [(line["quantity"], line["unit_price"]) for line in reading["lines"]] == [
+        ("1", "2.49"), ("2", "1.15"), ("1", "-0.50")]
+    assert reading["total"] == "4.29"

@@ -87,6 +87,11 @@ NET_WORDS = {
 }
 TAX_WORDS = ["mwst", "mw.-st", "mwst.", "ust", "ust.", "umsatzsteuer", "mehrwertsteuer",
              "steuer", "tva", "vat", "tax", "iva", "btw", "imposta", "cuota"]
+# What the discounts came to, printed beside them: neither an article nor the total.
+SAVING_WORDS = ["savings", "you saved", "you save", "uw voordeel", "voordeel", "sie sparen",
+                "ihre ersparnis", "ersparnis", "gespart", "risparmio", "hai risparmiato",
+                "économie", "economie", "économisé", "ahorro", "ha ahorrado", "poupança",
+                "poupanca", "poupou"]
 # A line naming a way of paying, change given back, or a tip is never an article.
 PAYMENT_WORDS = [
     "ec-cash", "ec cash", "ec-karte", "girocard", "kartenzahlung", "karte", "bar", "gegeben",
@@ -716,6 +721,8 @@ def parse(text: str) -> Reading:
                 if _has_word(lower, [word])]
         total_word = min(said) if said else None
         tax_word = _has_word(lower, TAX_WORDS)
+        if _has_word(lower, SAVING_WORDS) and amounts and min(amounts) >= 0:
+            continue  # what the discounts came to, already in the lines and the total
         if net_word and amounts:
             sums.nets.append(amounts[-1])
             ended = True
@@ -741,7 +748,11 @@ def parse(text: str) -> Reading:
             if items:
                 ended = True
             continue
-        if ended:
+        # A discount printed under the subtotal (Clubcard Price -0,50; SCONTO -0,94) is a line
+        # the total takes off.
+        discount = sums.nets and not sums.totals and not sums.paid and amounts \
+            and amounts[-1] < 0
+        if ended and not discount:
             continue
         quantity = _quantity_line(line)
         if quantity:

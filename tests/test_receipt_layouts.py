@@ -138,3 +138,96 @@ PIN 4,29
     assert [(line["quantity"], line["unit_price"]) for line in reading["lines"]] == [
         ("1", "2.49"), ("2", "1.15"), ("1", "-0.50")]
     assert reading["total"] == "4.29"
+
+
+def test_the_currency_a_till_does_not_sign_is_its_country_s():
+    # OCR often loses the pound and dollar signs; the country's marks remain.
+    british = """NEWSAGENT LTD
+14 Station Road, Reading RG1 1LB
+VAT Reg No. 123 4567 89
+Newspaper 2.50
+Chocolate 1.10
+TOTAL 3.60
+CASH 5.00
+CHANGE DUE 1.40
+"""
+    assert parse(british)["currency"] == "GBP"
+    american = "DELI ON 5TH\n210 5th Ave, New York NY 10010\nBagel 3.25\nBALANCE 3.25\n"
+    assert parse(american)["currency"] == "USD"
+    italian = "EDICOLA\nGIORNALE 1,80\nTOTALE EURO 1,80\nCONTANTI 2,00\nRESTO 0,20\n"
+    assert parse(italian)["currency"] == "EUR"
+
+
+def test_a_month_s_name_with_a_two_digit_year_is_a_date():
+    assert parse("KIOSK\nTea 2.10\nTotal 2.10\n14-Feb-24 09:12\n")["date"] == "2024-02-14"
+    assert parse("KIOSK\nTea 2.10\nTotal 2.10\n03 MAR 23 18:40\n")["date"] == "2023-03-03"
+
+
+def test_the_till_s_rounding_is_no_article():
+    text = """DORFLADEN
+Brot 3.40
+Kaese 7.85
+Rundung -0.05
+Total CHF 11.20
+Bar CHF 20.00
+Rueckgeld CHF 8.80
+"""
+    reading = parse(text)
+    assert [line["unit_price"] for line in reading["lines"]] == ["3.40", "7.85"]
+    assert (reading["total"], reading["currency"]) == ("11.20", "CHF")
+
+
+def test_a_total_printed_large_is_read_from_the_row_under_its_word():
+    # Double-height type: OCR reads the word and its amount as two rows.
+    italian = "ALIMENTARI\nPANE 2,10\nLATTE 1,29\nTOTALE COMPLESSIVO\n3,39\nCONTANTI 5,00\n"
+    assert parse(italian)["total"] == "3.39"
+    british = "CORNER SHOP\nMilk 1.45\nBread 1.10\nBALANCE DUE\n£2.55\nCASH £5.00\n"
+    assert parse(british)["total"] == "2.55"
+
+
+def test_a_row_of_numbers_under_an_article_s_name_is_that_article():
+    # Portuguese and Italian tills count pieces (2 UN X, 3 PZ X) on a row of their own.
+    text = """MERCEARIA CENTRAL
+LEITE MEIO GORDO
+2 UN X 0,89 1,78
+PAO DE FORMA 1,49
+BANANA
+0,845 kg x 1,29 EUR/kg 1,09
+TOTAL A PAGAR 4,36
+"""
+    reading = parse(text)
+    assert [(line["description"], line["quantity"], line["unit_price"])
+            for line in reading["lines"]] == [("LEITE MEIO GORDO", "2", "0.89"),
+                                              ("PAO DE FORMA", "1", "1.49"),
+                                              ("BANANA", "0.845", "1.29")]
+    italian = "BAR\nTRAMEZZINO 3 PZ x 2,50 7,50\nTOTALE 7,50\n"
+    assert [(line["description"], line["quantity"]) for line in parse(italian)["lines"]] == [
+        ("TRAMEZZINO", "3")]
+
+
+def test_the_ways_of_paying_of_more_countries_are_no_articles():
+    # The total's row lost to a fold: what was handed over is no article.
+    for paid in ["TWINT 10.00", "CARTAO 10,00", "Numerário 10,00", "PIN 10,00", "CASHBACK 10.00",
+                 "Retour EUR 1,50",
+                 "AMOUNT TENDERED 10.00"]:
+        reading = parse(f"SHOP\nBrot 3.40\nKaese 5.10\n{paid}\n")
+        assert [line["unit_price"] for line in reading["lines"]] == ["3.40", "5.10"], paid
+
+
+def test_a_weight_in_pounds_is_the_article_s_quantity():
+    text = "FARM STAND\nBANANAS 1.20\n2.04 lb @ $0.59/lb\nMILK 3.49\nTOTAL $4.69\n"
+    assert [(line["quantity"], line["unit_price"]) for line in parse(text)["lines"]] == [
+        ("2.04", "0.59"), ("1", "3.49")]
+
+
+def test_dates_as_more_countries_print_them():
+    for printed in ["2024/03/12 10:05", "2024.03.12", "12 marzo 2024", "12 mrt 2024",
+                    "12 março 2024", "12-MAR-24"]:
+        assert parse(f"NEGOZIO\n{printed}\nPANE 2,10\nTOTALE 2,10\n")["date"] == "2024-03-12", \
+            printed
+
+
+def test_the_kind_of_document_printed_above_the_shop_is_not_its_name():
+    for heading in ["DOCUMENTO COMMERCIALE", "SCONTRINO", "FATURA SIMPLIFICADA", "KASSABON"]:
+        text = f"{heading}\nOSTERIA DEL PONTE\nPANE 2,10\nTOTALE 2,10\n"
+        assert parse(text)["supplier"] == "OSTERIA DEL PONTE", heading

@@ -92,6 +92,9 @@ SAVING_WORDS = ["savings", "you saved", "you save", "uw voordeel", "voordeel", "
                 "ihre ersparnis", "ersparnis", "gespart", "risparmio", "hai risparmiato",
                 "économie", "economie", "économisé", "ahorro", "ha ahorrado", "poupança",
                 "poupanca", "poupou"]
+ROUNDING_WORDS = ["rundung", "rundungsdifferenz", "gerundet", "arrondi", "arrondi caisse",
+                  "arrotondamento", "arrot.", "afronding", "afrondingsverschil", "rounding",
+                  "redondeo", "arredondamento"]
 # A line naming a way of paying, change given back, or a tip is never an article.
 PAYMENT_WORDS = [
     "ec-cash", "ec cash", "ec-karte", "girocard", "kartenzahlung", "karte", "bar", "gegeben",
@@ -103,14 +106,16 @@ PAYMENT_WORDS = [
     "efectivo", "entregado", "entrega", "cambio", "devolución", "devolucion", "tarjeta",
     "contante", "contanti", "resto", "pagamento", "bancomat", "carta di credito", "pagato",
     "contant", "wisselgeld", "terug", "pinnen", "pinbetaling", "betaald",
-    "dinheiro", "troco", "multibanco", "pago", "pagado",
+    "dinheiro", "troco", "multibanco", "pago", "pagado", "cartão", "cartao", "numerário",
+    "numerario", "pin", "twint", "postfinance", "v pay", "vpay", "cashback", "tendered", "tend",
+    "retour", "retourgeld",
 ]
 # A tip is a payment only where the line is the word and an amount (Tip 2.00, Pourboire: 3,00),
 # never a shop's brand before an article's name (TIP BALKANKAESE 0,79).
 # Words that are also in articles' names (Supp. resto, Cambio olio, Carte cadeau): a payment only
 # where the line does not start as an article does, with its quantity.
 WEAK_PAYMENT_WORDS = {"resto", "cambio", "change", "pago", "carte", "card", "bar", "entrega",
-                      "terug", "credit", "debit"}
+                      "terug", "credit", "debit", "pin"}
 ARTICLE_START = re.compile(r"^\s*\d{1,3}(?:[.,]\d{1,3})?\s*(?:x|×)?\s+[^\W\d_]{2}")
 
 
@@ -125,6 +130,7 @@ def _payment(line: str, lower: str) -> bool:
 
 TIP_LINE = re.compile(r"^\s*(?:tip|tips|gratuity|service tip)\s*[:.]?\s*(?:€|£|\$|eur|gbp)?\s*"
                       r"[-−]?\d[\d.,]*\s*(?:€|£|\$|eur|gbp)?\s*$", re.I)
+UK_POSTCODE = re.compile(r"\b[A-Z]{1,2}\d[A-Z\d]?\s?\d[A-Z]{2}\b")
 SKIP_PATTERNS = [
     r"\b(?:ust|mwst|vat|tva)[-. ]?(?:id|nr|no|reg|intracom)",  # VAT numbers
     r"\b(?:DE|AT|FR|GB|IE|BE|NL|LU|IT|ES)\s?\d[\d ]{7,13}\b",
@@ -132,7 +138,7 @@ SKIP_PATTERNS = [
     r"\b(?:siret|siren|rcs|ape|naf|steuer-?nr|st\.?-?nr|hrb|hra|iban|bic|swift|uid)\b",
     r"\b(?:tel|tél|telefon|phone|fax|mobil)\b",
     r"\b\d{5}\s+[A-ZÄÖÜ][a-zäöüß]+",  # a postcode and a town
-    r"\b[A-Z]{1,2}\d[A-Z\d]?\s?\d[A-Z]{2}\b",  # a UK postcode
+    UK_POSTCODE.pattern,
     r"\b(?:straße|strasse|str\.|weg|platz|allee|gasse|rue|avenue|boulevard|place|chemin|quai"
     r"|street|road|lane|square|avenue)\b",
     r"\b(?:bon|beleg|kasse|caisse|ticket|receipt|order|table|tisch|trans|terminal)\b\s*[-:#]?"
@@ -153,11 +159,25 @@ MONTHS = {
     "nov": 11, "november": 11, "novembre": 11,
     "dez": 12, "déc": 12, "dec": 12, "dezember": 12, "décembre": 12, "decembre": 12,
     "december": 12,
+    # it, nl, pt, es
+    "gen": 1, "gennaio": 1, "januari": 1, "janeiro": 1, "enero": 1, "ene": 1,
+    "febbraio": 2, "februari": 2, "fevereiro": 2, "fev": 2, "febrero": 2,
+    "marzo": 3, "maart": 3, "mrt": 3, "março": 3, "marco": 3,
+    "aprile": 4, "abril": 4, "abr": 4,
+    "maggio": 5, "mag": 5, "mei": 5, "maio": 5, "mayo": 5,
+    "giugno": 6, "giu": 6, "junho": 6, "junio": 6,
+    "luglio": 7, "lug": 7, "julho": 7, "julio": 7,
+    "agosto": 8, "ago": 8, "augustus": 8,
+    "settembre": 9, "set": 9, "setembro": 9, "septiembre": 9,
+    "ottobre": 10, "ott": 10, "outubro": 10, "out": 10, "octubre": 10,
+    "novembro": 11, "noviembre": 11,
+    "dicembre": 12, "dic": 12, "dezembro": 12, "diciembre": 12,
 }
 DUE_WORDS = ["fällig", "bis zum", "zahlbar bis", "due", "échéance", "echeance", "payable by",
              "valid", "gültig", "expire", "avant le"]
-CURRENCY_SIGNS = [("€", "EUR"), ("EUR", "EUR"), ("£", "GBP"), ("GBP", "GBP"), ("CHF", "CHF"),
-                  ("SFr", "CHF"), ("Fr.", "CHF"), ("USD", "USD"), ("US$", "USD"), ("$", "USD")]
+CURRENCY_SIGNS = [("€", "EUR"), ("EUR", "EUR"), ("EURO", "EUR"), ("£", "GBP"), ("GBP", "GBP"),
+                  ("CHF", "CHF"), ("SFr", "CHF"), ("Fr.", "CHF"), ("USD", "USD"), ("US$", "USD"),
+                  ("$", "USD")]
 
 # --- numbers as printed -------------------------------------------------------------------
 
@@ -174,8 +194,10 @@ MONEY = re.compile(
 )
 RATE = re.compile(r"(?<![\d.,])(\d{1,2}(?:[.,]\d{1,2})?)\s?%")
 QTY = r"(\d{1,5}(?:[.,]\d{1,3})?)"
-UNIT_WORDS = (r"(?:stk\.?|st\.?|stück|pcs?\.?|pc|pce|pces|x|×|\*|@|à|a|kg|g|l|m|pack|pkt\.?|"
-              r"block|rolle|paar|btl\.?|karton|bout\.?|std\.?)")
+# Pieces, as tills write them between a count and its price (3 Stk x, 2 PZ x, 2 UN X, 2 uds x).
+PIECES = r"(?:stk\.?|st\.?|stück|pcs?\.?|pz\.?|un\.?|uds?\.?)"
+UNIT_WORDS = (r"(?:stk\.?|st\.?|stück|pz\.?|pcs?\.?|pc|pce|pces|x|×|\*|@|à|a|kg|lbs?|g|l|m|"
+              r"pack|pkt\.?|block|rolle|paar|btl\.?|karton|bout\.?|std\.?)")
 
 _CONFUSABLE = str.maketrans({"O": "0", "o": "0", "D": "0", "Q": "0", "l": "1", "I": "1",
                              "|": "1", "i": "1", "!": "1", "S": "5", "s": "5", "B": "8",
@@ -301,7 +323,7 @@ def _integer_tail(line: str) -> Amount | None:
     return Amount(Decimal(m.group(1)) / 100, m.start(1), m.end(1), corrected=True)
 
 
-UNITS = (r"(?:kg|g|l|m|stk\.?|st\.?|pcs?\.?|pce|bout\.?|fr\.?|std\.?|pack|pkt\.?|block|rolle|"
+UNITS = (r"(?:kg|lbs?|g|l|m|stk\.?|st\.?|pcs?\.?|pce|bout\.?|fr\.?|std\.?|pack|pkt\.?|block|rolle|"
          r"paar|btl\.?|karton|eur|€|£|chf|x|×|@|à|je|each)")
 TRAILING_UNITS = re.compile(r"(?<!\d)(?:\s+" + UNITS + r")+\s*$", re.I)
 
@@ -387,7 +409,7 @@ def _item_readings(line: str, amounts: list[Amount], codes: dict[str, Decimal],
     for unit in before[-3:]:
         left = head_no_rate[: unit.start]
         right = head_no_rate[unit.end:]
-        m = re.search(QTY + r"\s*(?:stk\.?|st\.?|stück|pcs?\.?)?\s*[x×X\*@]\s*" + _CUR + r"?\s*$",
+        m = re.search(QTY + r"\s*" + PIECES + r"?\s*[x×X\*@]\s*" + _CUR + r"?\s*$",
                       left, re.I)
         if m:
             q = dec(m.group(1))
@@ -452,8 +474,8 @@ def _item_readings(line: str, amounts: list[Amount], codes: dict[str, Decimal],
 
 
 NUMBER = re.compile(r"(?<![\w.,/])(\d{1,6}(?:[.,]\d{1,3})?)(?![\d]|[.,]\d)")
-MARKERS = (r"(?:x|×|\*|@|à|a|je|per|each|le|la|kg|g|l|ltr|stk\.?|st\.?|stück|pcs?\.?|pce|"
-           r"eur|€|£|chf|\$|/)")
+MARKERS = (r"(?:x|×|\*|@|à|a|je|per|each|le|la|kg|lbs?|g|l|ltr|stk\.?|st\.?|stück|pz\.?|"
+           r"pcs?\.?|pce|eur|€|£|chf|\$|/)")
 
 
 def _numbers(text: str, amounts: list[Amount]) -> list[tuple[Decimal, int, int, str]]:
@@ -511,7 +533,7 @@ def _quantity_line(line: str) -> tuple[Decimal, Decimal | None] | None:
     fixed = re.sub(r"(?<=\d )&(?= ?\d)", "à", fixed)
     # A litre's l read as 1 between a measured quantity and its price (38,52 1× 1,749).
     fixed = re.sub(r"(\d[.,]\d{1,3}\s+)1\s?(?=[x×])", r"\1l ", fixed)
-    m = re.fullmatch(r"\s*" + QTY + r"\s*(?:stk\.?|st\.?|stück|pcs?\.?|kg)?\s*[x×X\*@]\s*"
+    m = re.fullmatch(r"\s*" + QTY + r"\s*(?:" + PIECES + r"|kg|lbs?)?\s*[x×X\*@]\s*"
                      + _CUR + r"?\s*(\d+[.,]\d{2,3})\s*(?:" + _CUR + r"|/\s*\w+)?\s*", fixed,
                      re.I)
     if m:
@@ -549,6 +571,11 @@ def _currency(text: str) -> str | None:
                      r"FR ?\w{2} ?\d{3}|(?:IVA|BTW|P\.? ?IVA|C\.?I\.?F|N\.?I\.?F|NIPC)\b|"
                      r"(?:Partita|KvK)\b)", text, re.I):
             return "EUR"
+        if re.search(r"\bGB ?\d{3} ?\d{4} ?\d{2}\b", text) or (
+                re.search(r"\bVAT\b", text, re.I) and UK_POSTCODE.search(text)):
+            return "GBP"
+        if US_ADDRESS.search(text) or re.search(r"\bsales tax\b", text, re.I):
+            return "USD"
         return None
     return max(counts, key=lambda k: counts[k])
 
@@ -561,8 +588,8 @@ def _dates_in(line: str, month_first: bool = False) -> list[datetime.date]:
     12/03/2026 is the 3rd of December where the receipt writes its dates month first."""
     lower = line.lower()
     found: list[datetime.date | None] = []
-    for m in re.finditer(r"(?<!\d)(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)", line):
-        found.append(_make_date(int(m[1]), int(m[2]), int(m[3])))
+    for m in re.finditer(r"(?<![\d.,])(\d{4})([-/.])(\d{1,2})\2(\d{1,2})(?![\d]|[.,]\d)", line):
+        found.append(_make_date(int(m[1]), int(m[3]), int(m[4])))
     for m in re.finditer(r"(?<![\d,])(?<!\d\.)(\d{1,2})([./-])(\d{1,2})(?:[./-]|[.,] )(\d{4}|\d{2})"
                          r"(?![\d]|[.,]\d)", line):
         year = int(m[4]) + (2000 if len(m[4]) == 2 else 0)
@@ -575,6 +602,10 @@ def _dates_in(line: str, month_first: bool = False) -> list[datetime.date]:
     for m in re.finditer(r"(?<!\d)(\d{1,2})(?:er|\.)?[\s-]*(" + MONTH_NAMES + r")\.?,?[\s-]*"
                          r"(\d{4})(?!\d)", lower):
         found.append(_make_date(int(m[3]), MONTHS[m[2]], int(m[1])))
+    # 14-Feb-24, 14 FEB 24: a two-digit year only where a month's name is between.
+    for m in re.finditer(r"(?<![\d.,])(\d{1,2})([\s-])(" + MONTH_NAMES + r")\2(\d{2})(?![\d.,:])",
+                         lower):
+        found.append(_make_date(2000 + int(m[4]), MONTHS[m[3]], int(m[1])))
     for m in re.finditer(r"\b(" + MONTH_NAMES + r")\.?\s+(\d{1,2}),?\s+(\d{4})(?!\d)", lower):
         found.append(_make_date(int(m[3]), MONTHS[m[1]], int(m[2])))
     return [date for date in found if date is not None]
@@ -641,7 +672,9 @@ def _supplier(lines: list[str]) -> str | None:
             continue
         if _has_word(lower, ["rechnung", "facture", "invoice", "quittung", "kassenbon",
                              "receipt", "ticket", "beleg", "willkommen", "bienvenue",
-                             "welcome"]):
+                             "welcome", "documento commerciale", "scontrino", "fattura",
+                             "ricevuta", "benvenuti", "kassabon", "welkom", "fatura", "factura",
+                             "recibo", "bem-vindo", "bienvenido", "customer copy"]):
             continue
         return re.sub(r"\s+", " ", line).strip(" *-=")
     return None
@@ -687,6 +720,12 @@ class Sums:
     paid: list[Decimal] = field(default_factory=list)
 
 
+def _amount_only(line: str) -> bool:
+    """A row that holds amounts and nothing else but currency signs and a code (£4.94; 8,38 €)."""
+    rest = MONEY.sub(" ", _digits(line)[0])
+    return not re.search(r"[^\W\d_]{2,}", re.sub(r"(?i)\b(?:eur|euro|gbp|chf|usd)\b", " ", rest))
+
+
 def _line_amounts(line: str) -> list[Decimal]:
     fixed, _ = _digits(line)
     return [a.value for a in _amounts(fixed)[0]]
@@ -709,6 +748,7 @@ def parse(text: str) -> Reading:
     items: list[ItemLine] = []
     qty_lines: list[tuple[int, Decimal, Decimal | None]] = []
     pending_desc: str | None = None
+    split_total: float | None = None
     ended = False
     for n, line in enumerate(lines):
         lower = line.lower()
@@ -721,8 +761,10 @@ def parse(text: str) -> Reading:
                 if _has_word(lower, [word])]
         total_word = min(said) if said else None
         tax_word = _has_word(lower, TAX_WORDS)
-        if _has_word(lower, SAVING_WORDS) and amounts and min(amounts) >= 0:
+        if _has_word(lower, SAVING_WORDS) and amounts and (min(amounts) >= 0 or total_word):
             continue  # what the discounts came to, already in the lines and the total
+        if _has_word(lower, ROUNDING_WORDS):
+            continue  # the till's rounding to its smallest coin: no article
         if net_word and amounts:
             sums.nets.append(amounts[-1])
             ended = True
@@ -737,8 +779,14 @@ def parse(text: str) -> Reading:
             fixed = _integer_tail(line)
             if fixed:
                 sums.totals.append((total_word[0] + 5, fixed.value))
+            else:
+                split_total = total_word[0]
             ended = True
             continue
+        if split_total is not None and amounts and _amount_only(line):
+            # The total printed large, its amount read as a row of its own under its word.
+            sums.totals.append((split_total + 0.1, amounts[-1]))
+        split_total = None
         if tax_word and amounts and (RATE.search(line) or ended):
             sums.taxes.append(amounts[-1])
             ended = True
@@ -772,7 +820,9 @@ def parse(text: str) -> Reading:
             has_letters = sum(c.isalpha() for c in line) >= 3
             pending_desc = line if has_letters else None
             continue
-        if pending_desc and all(not c.description for c in candidates):
+        # A row of numbers and units only (2 UN X 1,45 2,90) takes the article's name above it.
+        if pending_desc and all(not re.search(r"[^\W\d_]{3}", c.description)
+                                for c in candidates):
             for c in candidates:
                 c.description = _clean_description(pending_desc)
         pending_desc = None

@@ -91,6 +91,9 @@ DEBIT TEND 18.67
     # Pounds and euros stay day first.
     pounds = "SHOP\nTea 2.10\nTOTAL £2.10\nCARD £2.10\n04/09/2024 12:00\n"
     assert parse(pounds)["date"] == "2024-09-04"
+    # A dollar sign read in the noise of a receipt that names its MwSt changes nothing.
+    stray = "LADEN\nBrot 2,10 $\nSUMME 2,10\nMwSt 7% 0,14\n04/09/2024 12:00\n"
+    assert parse(stray)["date"] == "2024-09-04"
 
 
 def test_what_the_discounts_came_to_is_neither_an_article_nor_the_total():
@@ -231,3 +234,29 @@ def test_the_kind_of_document_printed_above_the_shop_is_not_its_name():
     for heading in ["DOCUMENTO COMMERCIALE", "SCONTRINO", "FATURA SIMPLIFICADA", "KASSABON"]:
         text = f"{heading}\nOSTERIA DEL PONTE\nPANE 2,10\nTOTALE 2,10\n"
         assert parse(text)["supplier"] == "OSTERIA DEL PONTE", heading
+
+
+def test_more_words_for_the_total():
+    # One price lost to a crease: only the word says which amount is the total.
+    for word in ["TOTALE DOCUMENTO", "TOTALE SCONTRINO", "Totaal bedrag", "Te voldoen"]:
+        text = f"NEGOZIO\nPANE 2,10\nFORMAGGIO\nVINO 7,80\n{word} 13,40\nCONTANTE 20,00\n"
+        assert parse(text)["total"] == "13.40", word
+
+
+def test_a_count_of_each_under_the_article_is_its_quantity():
+    text = "HARDWARE\nLIGHT BULB 6.98\n2 EA @ 3.49\nTAPE 2.99\nTOTAL $9.97\n"
+    assert [(line["quantity"], line["unit_price"]) for line in parse(text)["lines"]] == [
+        ("2", "3.49"), ("1", "2.99")]
+
+
+def test_an_article_named_with_a_word_for_paying_is_an_article():
+    text = """NEWS & GIFTS
+BIRTHDAY CARD 2.99
+PHONE CREDIT 10.00
+WRAPPING PAPER 1.50
+TOTAL 14.49
+CARD 14.49
+"""
+    reading = parse(text)
+    assert [line["unit_price"] for line in reading["lines"]] == ["2.99", "10.00", "1.50"]
+    assert reading["total"] == "14.49"

@@ -66,9 +66,11 @@ TOTAL_WORDS = {
            "balance to pay", "balance", "total"],
     "es": ["total a pagar", "importe total", "total factura", "total compra", "a pagar",
            "importe", "total"],
-    "it": ["totale complessivo", "totale euro", "totale eur", "importo pagato", "totale da pagare",
+    "it": ["totale complessivo", "totale euro", "totale eur", "totale documento",
+           "totale scontrino", "totale dovuto", "importo pagato", "totale da pagare",
            "da pagare", "totale", "importo"],
-    "nl": ["totaal te betalen", "te betalen", "totaalbedrag", "totaal", "bedrag"],
+    "nl": ["totaal te betalen", "te betalen", "totaalbedrag", "totaal bedrag", "te voldoen",
+           "totaal", "bedrag"],
     "pt": ["total a pagar", "valor a pagar", "valor total", "a pagar", "total"],
 }
 GENERIC_TOTAL_WORDS = {"total", "summe", "gesamt", "betrag", "brutto", "importe", "importo",
@@ -108,12 +110,13 @@ PAYMENT_WORDS = [
     "contant", "wisselgeld", "terug", "pinnen", "pinbetaling", "betaald",
     "dinheiro", "troco", "multibanco", "pago", "pagado", "cartão", "cartao", "numerário",
     "numerario", "pin", "twint", "postfinance", "v pay", "vpay", "cashback", "tendered", "tend",
-    "retour", "retourgeld",
+    "retour", "retourgeld", "non riscosso",
 ]
 # A tip is a payment only where the line is the word and an amount (Tip 2.00, Pourboire: 3,00),
 # never a shop's brand before an article's name (TIP BALKANKAESE 0,79).
-# Words that are also in articles' names (Supp. resto, Cambio olio, Carte cadeau): a payment only
-# where the line does not start as an article does, with its quantity.
+# Words that are also in articles' names (Supp. resto, Cambio olio, Carte cadeau, Birthday card):
+# a payment only where the word heads the line and it does not start as an article does, with
+# its quantity.
 WEAK_PAYMENT_WORDS = {"resto", "cambio", "change", "pago", "carte", "card", "bar", "entrega",
                       "terug", "credit", "debit", "pin"}
 ARTICLE_START = re.compile(r"^\s*\d{1,3}(?:[.,]\d{1,3})?\s*(?:x|×)?\s+[^\W\d_]{2}")
@@ -123,8 +126,12 @@ def _payment(line: str, lower: str) -> bool:
     said = [w for w in PAYMENT_WORDS if _has_word(lower, [w])]
     if not said:
         return bool(TIP_LINE.match(line))
-    if all(w in WEAK_PAYMENT_WORDS for w in said) and ARTICLE_START.match(line):
-        return False
+    if all(w in WEAK_PAYMENT_WORDS for w in said):
+        # A way of paying heads its line (CARD 10.30, Resto 1,62); after an article's name
+        # the word is part of it (BIRTHDAY CARD 2.99, Supp. resto 1,50).
+        first = re.match(r"[\W\d_]*([^\W\d_]+)", lower)
+        return not ARTICLE_START.match(line) and bool(first) and any(
+            lower[first.start(1):].startswith(w) for w in said)
     return True
 
 
@@ -194,8 +201,8 @@ MONEY = re.compile(
 )
 RATE = re.compile(r"(?<![\d.,])(\d{1,2}(?:[.,]\d{1,2})?)\s?%")
 QTY = r"(\d{1,5}(?:[.,]\d{1,3})?)"
-# Pieces, as tills write them between a count and its price (3 Stk x, 2 PZ x, 2 UN X, 2 uds x).
-PIECES = r"(?:stk\.?|st\.?|stück|pcs?\.?|pz\.?|un\.?|uds?\.?)"
+# Pieces, as tills write them between a count and its price (3 Stk x, 2 PZ x, 2 UN X, 2 EA @).
+PIECES = r"(?:stk\.?|st\.?|stück|pcs?\.?|pz\.?|un\.?|uds?\.?|ea\.?)"
 UNIT_WORDS = (r"(?:stk\.?|st\.?|stück|pz\.?|pcs?\.?|pc|pce|pces|x|×|\*|@|à|a|kg|lbs?|g|l|m|"
               r"pack|pkt\.?|block|rolle|paar|btl\.?|karton|bout\.?|std\.?)")
 
@@ -619,11 +626,11 @@ US_ADDRESS = re.compile(r"\b(?:AL|AK|AZ|AR|CA|CO|CT|DE|DC|FL|GA|HI|ID|IL|IN|IA|K
 
 
 def _month_first(lines: list[str], currency: str | None) -> bool:
-    if currency is not None:
-        return currency == "USD"
     lower = [line.lower() for line in lines]
     taxes = {word for line in lower for word in TAX_WORDS if _has_word(line, [word])}
-    return taxes == {"tax"} or any(US_ADDRESS.search(line) for line in lines)
+    if taxes - {"tax"}:
+        return False  # a European tax is named: a stray $ read in the noise says nothing
+    return currency == "USD" or (currency is None and "tax" in taxes)
 
 
 def _date(lines: list[str], month_first: bool = False) -> str | None:

@@ -159,6 +159,8 @@ CHANGE DUE 1.40
     assert parse(american)["currency"] == "USD"
     italian = "EDICOLA\nGIORNALE 1,80\nTOTALE EURO 1,80\nCONTANTI 2,00\nRESTO 0,20\n"
     assert parse(italian)["currency"] == "EUR"
+    for dutch_or_italian in ["BAKKER\nBrood 2,10\nTotaal 2,10\n", "BAR\nPANE 2,10\nTOTALE 2,10\n"]:
+        assert parse(dutch_or_italian)["currency"] == "EUR"
 
 
 def test_a_month_s_name_with_a_two_digit_year_is_a_date():
@@ -238,7 +240,8 @@ def test_the_kind_of_document_printed_above_the_shop_is_not_its_name():
 
 def test_more_words_for_the_total():
     # One price lost to a crease: only the word says which amount is the total.
-    for word in ["TOTALE DOCUMENTO", "TOTALE SCONTRINO", "Totaal bedrag", "Te voldoen"]:
+    for word in ["TOTALE DOCUMENTO", "TOTALE SCONTRINO", "Totaal bedrag", "Te voldoen",
+                 "T0TALE COMPLESSIVO"]:
         text = f"NEGOZIO\nPANE 2,10\nFORMAGGIO\nVINO 7,80\n{word} 13,40\nCONTANTE 20,00\n"
         assert parse(text)["total"] == "13.40", word
 
@@ -260,3 +263,10 @@ CARD 14.49
     reading = parse(text)
     assert [line["unit_price"] for line in reading["lines"]] == ["2.99", "10.00", "1.50"]
     assert reading["total"] == "14.49"
+
+
+def test_a_date_a_voucher_is_valid_until_is_not_the_receipt_s():
+    for valid in ["BUONO VALIDO FINO AL 31/12/2024", "Geldig tot 31-12-2024",
+                  "Cupão válido até 31/12/2024", "Use by 31/12/2024"]:
+        text = f"NEGOZIO\n{valid}\nPANE 2,10\nTOTALE 2,10\n14/06/2024 10:00\n"
+        assert parse(text)["date"] == "2024-06-14", valid

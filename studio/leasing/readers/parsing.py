@@ -66,7 +66,7 @@ TOTAL_WORDS = {
            "balance to pay", "balance", "total"],
     "es": ["total a pagar", "importe total", "total factura", "total compra", "a pagar",
            "importe", "total"],
-    "it": ["totale complessivo", "totale euro", "totale eur", "totale documento",
+    "it": ["totale complessivo", "complessivo", "totale euro", "totale eur", "totale documento",
            "totale scontrino", "totale dovuto", "importo pagato", "totale da pagare",
            "da pagare", "totale", "importo"],
     "nl": ["totaal te betalen", "te betalen", "totaalbedrag", "totaal bedrag", "te voldoen",
@@ -181,10 +181,16 @@ MONTHS = {
     "dicembre": 12, "dic": 12, "dezembro": 12, "diciembre": 12,
 }
 DUE_WORDS = ["fällig", "bis zum", "zahlbar bis", "due", "échéance", "echeance", "payable by",
-             "valid", "gültig", "expire", "avant le"]
+             "valid", "gültig", "expire", "avant le", "scadenza", "scad", "valido", "validità",
+             "geldig", "vervaldatum", "válido", "validade", "vencimiento", "vence", "use by",
+             "best before", "expiry"]
 CURRENCY_SIGNS = [("€", "EUR"), ("EUR", "EUR"), ("EURO", "EUR"), ("£", "GBP"), ("GBP", "GBP"),
                   ("CHF", "CHF"), ("SFr", "CHF"), ("Fr.", "CHF"), ("USD", "USD"), ("US$", "USD"),
                   ("$", "USD")]
+
+# Words only tills of the euro's countries print (Italian, Dutch, Portuguese, Spanish, German).
+EURO_WORDS = (r"\b(?:totale|totaal|te betalen|summe|zu zahlen|a pagar|importe|importo|contanti?"
+              r"|wisselgeld|rückgeld|troco|entregado|documento commerciale)\b")
 
 # --- numbers as printed -------------------------------------------------------------------
 
@@ -583,6 +589,8 @@ def _currency(text: str) -> str | None:
             return "GBP"
         if US_ADDRESS.search(text) or re.search(r"\bsales tax\b", text, re.I):
             return "USD"
+        if re.search(EURO_WORDS, text, re.I):
+            return "EUR"
         return None
     return max(counts, key=lambda k: counts[k])
 

@@ -431,10 +431,37 @@ def detected(array: Any) -> tuple[list[Any], list[Any]]:
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 
+def row_bend(items: list[list[Any]]) -> Any:
+    """How far a row at (x, y) stands below where it crosses the middle of the text, or None
+    where too few long boxes say. A photo taken at an angle tilts the rows at the top one way
+    and at the bottom the other; a bowed receipt bends them across: levelled by one slope, a
+    name would join the price of the row above. The long boxes' own slopes, fitted as
+    a + b x + c y (the odd box left out), say how the rows run everywhere."""
+    import numpy as np
+
+    long = [(it[5], it[6], it[7]) for it in items if it[7] is not None]
+    if len(long) < 8:
+        return None
+    x, y, slope = np.array(long, dtype=float).T
+    x0, y0 = float(np.median(x)), float(np.median(y))
+    terms = np.stack([np.ones_like(x), x - x0, y - y0], axis=1)
+    kept = np.ones(len(slope), bool)
+    for _ in range(2):
+        (a, b, c), *_ = np.linalg.lstsq(terms[kept], slope[kept], rcond=None)
+        off = np.abs(terms @ (a, b, c) - slope)
+        kept = off <= max(3 * float(np.median(off[kept])), 0.005)
+
+    def below(at_x: float, at_y: float) -> float:
+        dx = at_x - x0
+        return a * dx + b / 2 * dx * dx + c * (at_y - y0) * dx
+    return below
+
+
 def rows(found: list[tuple[Any, str]]) -> list[str]:
-    """Text boxes -> rows of text, top to bottom: the boxes levelled by their median slope, a
-    box joins the row whose middle is within half a text height of its own and which it does
-    not overlap sideways; a row's boxes left to right, a wide gap written as three spaces."""
+    """Text boxes -> rows of text, top to bottom: the boxes levelled by their median slope and
+    by how the rows bend across the page (row_bend); a box joins the row whose middle is within
+    half a text height of its own and which it does not overlap sideways; a row's boxes left
+    to right, a wide gap written as three spaces."""
     if not found:
         return []
     slopes = [math.atan2(*(box[1] - box[0])[::-1]) for box, text in found
@@ -445,7 +472,16 @@ def rows(found: list[tuple[Any, str]]) -> list[str]:
     for box, text in found:
         x = box[:, 0] * c - box[:, 1] * s
         y = box[:, 0] * s + box[:, 1] * c
-        items.append((y.min(), y.max(), x.min(), x.max(), CJK.sub(" ", text).strip()))
+        wide, high = (x[1] + x[2] - x[0] - x[3]) / 2, (y[3] + y[2] - y[0] - y[1]) / 2
+        slope = (y[1] + y[2] - y[0] - y[3]) / 2 / wide \
+            if len(text) >= 4 and wide > 3 * high > 0 else None
+        items.append([y.min(), y.max(), x.min(), x.max(), CJK.sub(" ", text).strip(),
+                      x.mean(), y.mean(), slope])
+    bend = row_bend(items)
+    if bend is not None:
+        for it in items:
+            below = bend(it[5], it[6])
+            it[0], it[1] = it[0] - below, it[1] - below
     heights = sorted(i[1] - i[0] for i in items)
     usual = heights[len(heights) // 2] or 1.0
     items.sort(key=lambda i: (i[0] + i[1]) / 2)

@@ -270,3 +270,35 @@ def test_a_date_a_voucher_is_valid_until_is_not_the_receipt_s():
                   "Cupão válido até 31/12/2024", "Use by 31/12/2024"]:
         text = f"NEGOZIO\n{valid}\nPANE 2,10\nTOTALE 2,10\n14/06/2024 10:00\n"
         assert parse(text)["date"] == "2024-06-14", valid
+
+
+def test_a_zero_read_as_u_is_put_right_where_the_weight_times_its_price_confirms_it():
+    text = """FRUTERIA
+TOMATES
+0,375 kg x 2,40 €/kg U,90
+PAN 1,10
+TOTAL 2,00
+"""
+    assert [(line["quantity"], line["unit_price"]) for line in parse(text)["lines"]] == [
+        ("0.375", "2.40"), ("1", "1.10")]
+
+
+def test_a_total_that_says_its_tax_is_in_it_is_the_total():
+    # One price lost to a crease: only the words say which amount is the total.
+    for word in ["TOTAL c/IVA", "TOTALE IVA COMPRESA", "Total IVA incluído",
+                 "Totaal inclusief BTW"]:
+        text = f"LOJA\nPAO 2,10\nQUEIJO\nVINHO 7,80\n{word} 13,40\nIVA 23% 2,51\n"
+        assert parse(text)["total"] == "13.40", word
+
+
+def test_a_discount_printed_without_its_minus_takes_its_amount_off():
+    text = """ALIMENTARI
+PANE 2,10
+LATTE 1,29
+SCONTO 0,50
+TOTALE 2,89
+TOTAL SAVING 0,50
+"""
+    reading = parse(text)
+    assert [line["unit_price"] for line in reading["lines"]] == ["2.10", "1.29", "-0.50"]
+    assert reading["total"] == "2.89"

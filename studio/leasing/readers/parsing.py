@@ -89,11 +89,18 @@ NET_WORDS = {
 }
 TAX_WORDS = ["mwst", "mw.-st", "mwst.", "ust", "ust.", "umsatzsteuer", "mehrwertsteuer",
              "steuer", "tva", "vat", "tax", "iva", "btw", "imposta", "cuota"]
+# An amount taken off the articles above it.
+DISCOUNT_WORDS = ["sconto", "rabatt", "nachlass", "korting", "discount", "remise", "réduction",
+                  "reduction", "descuento", "desconto", "price cut", "saving"]
+# A total that says its tax is in it (TOTAL INC VAT, TOTALE IVA COMPRESA, Total c/IVA).
+INCLUDING = re.compile(r"\b(?:inc|incl|including|inkl|inklusive|ttc|inclusive|inclusief|inclusa"
+                       r"|incluso|compresa|compreso|incluído|incluido|incluída|incluida|com|con)\b"
+                       r"|\bc/ ?(?:iva|btw)")
 # What the discounts came to, printed beside them: neither an article nor the total.
-SAVING_WORDS = ["savings", "you saved", "you save", "uw voordeel", "voordeel", "sie sparen",
-                "ihre ersparnis", "ersparnis", "gespart", "risparmio", "hai risparmiato",
-                "économie", "economie", "économisé", "ahorro", "ha ahorrado", "poupança",
-                "poupanca", "poupou"]
+SAVING_WORDS = ["savings", "total saving", "you saved", "you save", "uw voordeel", "voordeel",
+                "sie sparen", "ihre ersparnis", "ersparnis", "gespart", "risparmio",
+                "hai risparmiato", "économie", "economie", "économisé", "ahorro", "ha ahorrado",
+                "poupança", "poupanca", "poupou"]
 ROUNDING_WORDS = ["rundung", "rundungsdifferenz", "gerundet", "arrondi", "arrondi caisse",
                   "arrotondamento", "arrot.", "afronding", "afrondingsverschil", "rounding",
                   "redondeo", "arredondamento"]
@@ -212,9 +219,9 @@ PIECES = r"(?:stk\.?|st\.?|stück|pcs?\.?|pz\.?|un\.?|uds?\.?|ea\.?)"
 UNIT_WORDS = (r"(?:stk\.?|st\.?|stück|pz\.?|pcs?\.?|pc|pce|pces|x|×|\*|@|à|a|kg|lbs?|g|l|m|"
               r"pack|pkt\.?|block|rolle|paar|btl\.?|karton|bout\.?|std\.?)")
 
-_CONFUSABLE = str.maketrans({"O": "0", "o": "0", "D": "0", "Q": "0", "l": "1", "I": "1",
-                             "|": "1", "i": "1", "!": "1", "S": "5", "s": "5", "B": "8",
-                             "Z": "2", "z": "2"})
+_CONFUSABLE = str.maketrans({"O": "0", "o": "0", "D": "0", "Q": "0", "U": "0", "l": "1",
+                             "I": "1", "|": "1", "i": "1", "!": "1", "S": "5", "s": "5",
+                             "B": "8", "Z": "2", "z": "2"})
 
 
 def dec(text: str) -> Decimal:
@@ -271,7 +278,7 @@ def _digits(line: str) -> tuple[str, bool]:
             changed = True
         return fixed
 
-    out = re.sub(r"(?<![\w])[\dOoDQlI|i!SsBZz]{1,4}[.,][\dOoDQlI|i!SsBZz]{2}(?![\w])", fix,
+    out = re.sub(r"(?<![\w])[\dOoDQUlI|i!SsBZz]{1,4}[.,][\dOoDQUlI|i!SsBZz]{2}(?![\w])", fix,
                  line)
     return out, changed
 
@@ -784,7 +791,7 @@ def parse(text: str) -> Reading:
             sums.nets.append(amounts[-1])
             ended = True
             continue
-        including = re.search(r"\b(?:inc|incl|including|inkl|inklusive|ttc)\b", lower)
+        including = INCLUDING.search(lower)
         if total_word and amounts and (not tax_word or including):
             sums.totals.append((total_word[0] + (0.5 if "netto" in lower else 0), amounts[-1]))
             ended = True
@@ -846,6 +853,8 @@ def parse(text: str) -> Reading:
             sums.totals.append((10, candidates[0].amount))
             ended = True
             continue
+        if _has_word(lower, DISCOUNT_WORDS):
+            candidates = _taken_off(candidates)
         items.append(ItemLine(n, line, candidates))
 
     _attach_quantities(items, qty_lines)
@@ -907,6 +916,20 @@ def _same_layout(items: list[ItemLine], chosen: list[Candidate]) -> list[Candida
                  and times(o.quantity, o.unit_price or Decimal(0)) == c.amount]
         if alike:
             out[n] = min(alike, key=lambda o: o.penalty)
+    return out
+
+
+def _taken_off(candidates: list[Candidate]) -> list[Candidate]:
+    """A discount printed without its minus (SCONTO 0,50) takes its amount off; read as
+    printed only where the sums say so."""
+    out = []
+    for c in candidates:
+        if c.amount > 0:
+            out.append(Candidate(c.quantity, -c.unit_price if c.unit_price else None, -c.amount,
+                                 c.description, c.penalty, c.corrected, c.rate, c.code,
+                                 lead=c.lead))
+            c.penalty += 1
+        out.append(c)
     return out
 
 

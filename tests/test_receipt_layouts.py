@@ -302,3 +302,10 @@ TOTAL SAVING 0,50
     reading = parse(text)
     assert [line["unit_price"] for line in reading["lines"]] == ["2.10", "1.29", "-0.50"]
     assert reading["total"] == "2.89"
+
+
+def test_a_date_glued_to_its_time_is_read_and_a_time_is_no_year():
+    glued = "LADEN\n03.12.202614:02 0761/2\nBrot 2,50\nSUMME 2,50\n"
+    assert parse(glued)["date"] == "2026-12-03"
+    hours = "LADEN\nBrot 2,50\nSUMME 2,50\nMittwoch 24.12. 08:00-14:00 Uhr\n03.12.2026 14:02\n"
+    assert parse(hours)["date"] == "2026-12-03"

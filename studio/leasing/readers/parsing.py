@@ -612,8 +612,10 @@ def _dates_in(line: str, month_first: bool = False) -> list[datetime.date]:
     found: list[datetime.date | None] = []
     for m in re.finditer(r"(?<![\d.,])(\d{4})([-/.])(\d{1,2})\2(\d{1,2})(?![\d]|[.,]\d)", line):
         found.append(_make_date(int(m[1]), int(m[3]), int(m[4])))
-    for m in re.finditer(r"(?<![\d,])(?<!\d\.)(\d{1,2})([./-])(\d{1,2})(?:[./-]|[.,] )(\d{4}|\d{2})"
-                         r"(?![\d]|[.,]\d)", line):
+    # The year may run into the time OCR glued to it (11.12.201411:05); the time after a day and
+    # a month is no year (Mittwoch 24.12. 08:00).
+    for m in re.finditer(r"(?<![\d,])(?<!\d\.)(\d{1,2})([./-])(\d{1,2})(?:[./-]|[.,] )"
+                         r"(\d{4}(?=\d{1,2}:\d{2})|(?:\d{4}|\d{2})(?![\d:]|[.,]\d))", line):
         year = int(m[4]) + (2000 if len(m[4]) == 2 else 0)
         day, month = int(m[1]), int(m[3])
         if month_first and m[2] != ".":  # nobody writes 12.03.2026 month first

@@ -197,5 +197,5 @@ async def test_confirm_tax_that_is_not_a_yes_or_no_is_refused_plainly(studio) ->
 def test_a_credit_note_is_never_asked_to_confirm() -> None:
     lines = [{"tax_rate": "19"}]
     seller, buyer = {**GERMAN_SELLER}, {**FRENCH_BUSINESS}
-    assert invoices.tax_to_confirm("invoice", seller, buyer, lines)
-    assert invoices.tax_to_confirm("credit_note", seller, buyer, lines) == []
+    assert invoices.tax_to_confirm("invoice", seller, buyer, lines, "")
+    assert invoices.tax_to_confirm("credit_note", seller, buyer, lines, "") == []

@@ -242,22 +242,26 @@ def zero_rate_category(invoice: dict[str, Any]) -> VatCategory:
       (the buyer accounts for the VAT, art. 196);
     - a seller in the EU with a VAT ID, a buyer whose country is outside the EU: export;
     - anything else (same country, a buyer without a VAT ID, a party whose country is not
-      known, a seller outside the EU): zero rated, which needs no reason.
+      known, a seller outside the EU): zero rated, which needs no reason; or exempt (E), when
+      the invoice gives the reason in its seller's words (`vat_exemption`, a credit note's
+      copied from its invoice).
 
     Goods dispatched to another member state (category K, art. 138) are not told apart from
     services: a seller of goods writes its own words in the notes.
     """
+    exemption = (invoice.get("vat_exemption") or "").strip()
+    home = VatCategory("E", exemption, "", exemption) if exemption else ZERO_RATED
     # A credit note reverses its invoice's treatment: judged from that invoice's parties.
     invoice = invoice.get("credited") or invoice
     seller, buyer = invoice.get("seller") or {}, buyer_of(invoice)
     selling_from, buying_in = vat_country_of(seller), vat_country_of(buyer)
     if selling_from not in EU or not (seller.get("vat_id") or "").strip():
-        return ZERO_RATED
+        return home
     if buying_in in EU and buying_in != selling_from and (buyer.get("vat_id") or "").strip():
         return REVERSE_CHARGE
     if buying_in and buying_in not in EU:
         return EXPORT
-    return ZERO_RATED
+    return home
 
 
 def category_of(invoice: dict[str, Any], rate: str) -> VatCategory:
@@ -272,7 +276,8 @@ def tax_notes(invoice: dict[str, Any]) -> dict[str, str]:
     languages = dict.fromkeys([i18n.current(), seller_language(invoice)])
     notes = {rate["rate"]: category_of(invoice, rate["rate"]).words
              for rate in invoice["tax_breakdown"]}
-    return {rate: "\n".join(_in(language, words) for language in languages)
+    # The seller's own words (an exemption's reason) are the same in both: said once.
+    return {rate: "\n".join(dict.fromkeys(_in(language, words) for language in languages))
             for rate, words in notes.items() if words}
 
 

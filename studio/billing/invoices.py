@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 MAX_CUSTOMER = 200
 MAX_NOTES = 2000
+MAX_VAT_EXEMPTION = 300
 PREFIXES = {"invoice": "INV", "credit_note": "CN"}
 # How long before its supply an invoice may be issued (see `_refuse_dates_out_of_order`).
 SUPPLY_AHEAD = dt.timedelta(days=366)
@@ -45,7 +46,7 @@ FROZEN = ("id", "owner_id", "kind", "credits", "number", "customer", "currency",
 # Frozen too, but hashed only when set: an invoice issued before they existed has none of
 # them, and its frozen SHA-256 still reads the same.
 FROZEN_WHEN_SET = ("customer_id", "buyer", "issue_date", "supply_date", "notes",
-                   "period_start", "period_end")
+                   "period_start", "period_end", "vat_exemption")
 # The buyer's details issuing copies from the customer: editing the customer later changes
 # no issued invoice.
 BUYER = ("name", "email", "address", "country", "vat_id")
@@ -97,6 +98,19 @@ def _notes(value: object) -> str:
     return identifiers.plain(value, N_("notes")).strip()
 
 
+def parse_vat_exemption(value: object) -> str:
+    """Why the lines at 0 % charge no VAT, as the law that exempts the sale says it ("Exempt
+    as a small business, § 19 UStG"): printed under the tax table and sent as the e-invoice's
+    exemption reason. One line of text."""
+    if value is None:
+        return ""
+    if not isinstance(value, str) or len(value.strip()) > MAX_VAT_EXEMPTION:
+        raise Refusal("invalid_body", gettext(
+            "The reason for no VAT must be text of at most %(most)s characters.") % {
+                "most": i18n.number(MAX_VAT_EXEMPTION)})
+    return " ".join(identifiers.plain(value, N_("reason for no VAT")).split())
+
+
 def _customer_id(value: object) -> str | None:
     """A customer's id as given (left out or blank: none); whose it is is checked in the
     transaction that saves the draft."""
@@ -139,6 +153,8 @@ def parse_draft(body: dict[str, Any], before: dict[str, Any] | None = None) -> d
         "due_date": checks.check("due_date", _due_date, given("due_date")),
         "supply_date": checks.check("supply_date", _supply_date, given("supply_date")),
         "notes": checks.check("notes", _notes, given("notes")),
+        "vat_exemption": checks.check("vat_exemption", parse_vat_exemption,
+                                      given("vat_exemption")),
     }
     checks.done()
     assert lines is not None
@@ -255,6 +271,7 @@ def as_json(db: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
         "buyer": json.loads(row["buyer"]) if row["buyer"] else None,
         "currency": row["currency"], "issue_date": row["issue_date"],
         "supply_date": row["supply_date"], "due_date": row["due_date"], "notes": row["notes"],
+        "vat_exemption": row["vat_exemption"],
         # A schedule's invoice names it and the service period it bills.
         "recurring_id": row["recurring_id"], "period_start": row["period_start"],
         "period_end": row["period_end"],
@@ -372,6 +389,13 @@ def default_rate(db: sqlite3.Connection, actor_id: str, customer_id: object) -> 
     return taxes.default_rate(profiles.profile_of(db, actor_id), dict(buyer) if buyer else None)
 
 
+def bound_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """What a request id binds of a draft's or a schedule's fields: a reason for no VAT only
+    when given, so a request bound before drafts had one is still the same request."""
+    return {name: value for name, value in fields.items()
+            if name != "vat_exemption" or value}
+
+
 def create_draft(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any],
                  request_id: str | None, now: float | None = None, binding: str = "draft"
                  ) -> tuple[dict, bool]:
@@ -383,9 +407,11 @@ def create_draft(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any],
     def make(invoice_id: str) -> None:
         db.execute(
             "INSERT INTO invoices (id, owner_id, customer, customer_id, currency, due_date,"
-            " supply_date, notes, line_items, net, tax, total, created_at, updated_at)"
+            " supply_date, notes, vat_exemption, line_items, net, tax, total, created_at,"
+            " updated_at)"
             " VALUES (:id, :owner_id, :customer, :customer_id, :currency, :due_date,"
-            " :supply_date, :notes, :line_items, :net, :tax, :total, :now, :now)",
+            " :supply_date, :notes, :vat_exemption, :line_items, :net, :tax, :total, :now,"
+            " :now)",
             {**_with_customer(db, actor_id, fields), "id": invoice_id, "owner_id": actor_id,
              "now": now},
         )
@@ -395,7 +421,8 @@ def create_draft(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any],
         make(invoice_id)
     else:
         invoice_id, created = bindings.once(
-            db, actor_id, binding, request_id, bindings.fingerprint(fields), make, now)
+            db, actor_id, binding, request_id, bindings.fingerprint(bound_fields(fields)),
+            make, now)
     row = db.execute("SELECT * FROM invoices WHERE id = ?", (invoice_id,)).fetchone()
     return as_json(db, row), created
 
@@ -431,7 +458,8 @@ def edit_draft(db: sqlite3.Connection, actor_id: str, invoice_id: str, revision:
     db.execute(
         "UPDATE invoices SET customer = :customer, customer_id = :customer_id,"
         " currency = :currency, due_date = :due_date, supply_date = :supply_date,"
-        " notes = :notes, line_items = :line_items, net = :net, tax = :tax, total = :total,"
+        " notes = :notes, vat_exemption = :vat_exemption, line_items = :line_items,"
+        " net = :net, tax = :tax, total = :total,"
         " revision = revision + 1, updated_at = :now"
         " WHERE id = :id AND owner_id = :owner_id AND status = 'draft' AND revision = :revision",
         {**fields, "id": invoice_id, "owner_id": actor_id, "revision": revision, "now": now},
@@ -495,10 +523,11 @@ def make_credit_note(db: sqlite3.Connection, actor_id: str, invoice_id: str,
         made.append(note_id)
         db.execute(
             "INSERT INTO invoices (id, owner_id, kind, credits, customer, customer_id,"
-            " currency, due_date, supply_date, line_items, net, tax, total, created_at,"
-            " updated_at)"
+            " currency, due_date, supply_date, vat_exemption, line_items, net, tax, total,"
+            " created_at, updated_at)"
             " SELECT ?, owner_id, 'credit_note', id, customer, customer_id, currency, ?,"
-            " supply_date, line_items, net, tax, total, ?, ? FROM invoices WHERE id = ?",
+            " supply_date, vat_exemption, line_items, net, tax, total, ?, ? FROM invoices"
+            " WHERE id = ?",
             (note_id, dt.datetime.fromtimestamp(now, dt.UTC).date().isoformat(), now, now,
              invoice_id),
         )
@@ -621,17 +650,18 @@ def _issued(db: sqlite3.Connection, invoice_id: str) -> dict[str, Any]:
 
 
 def tax_to_confirm(kind: str, seller: dict[str, Any], buyer: dict[str, Any],
-                   lines: list[dict[str, Any]]) -> list[str]:
+                   lines: list[dict[str, Any]], exemption: str) -> list[str]:
     """What issuing asks the person to confirm about the tax (`taxes.to_confirm`); nothing
     for a credit note, which follows the invoice it corrects."""
-    return taxes.to_confirm(seller, buyer, lines) if kind == "invoice" else []
+    return taxes.to_confirm(seller, buyer, lines, exemption) if kind == "invoice" else []
 
 
 def _refuse_tax_unconfirmed(row: sqlite3.Row, seller: dict[str, Any], buyer: dict[str, Any]
                             ) -> None:
     """An invoice whose tax breaks a rule known to apply is issued only once the person
     confirms it."""
-    found = tax_to_confirm(row["kind"], seller, buyer, json.loads(row["line_items"]))
+    found = tax_to_confirm(row["kind"], seller, buyer, json.loads(row["line_items"]),
+                           row["vat_exemption"])
     if found:
         raise Refusal("tax_needs_confirming", " ".join(found) + " " + i18n.gettext(
             "Change the rates, or confirm the tax as it is to issue it (confirm_tax: true)."))

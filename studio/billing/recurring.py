@@ -219,6 +219,7 @@ def parse_schedule(body: dict[str, Any], before: dict[str, Any] | None = None
         "line_items": json.dumps([line.as_json() for line in lines]),
         "payment_terms_days": _optional_whole(terms, "payment_terms_days", 0, MAX_TERMS_DAYS),
         "notes": identifiers.plain(notes, "notes").strip() if notes else "",
+        "vat_exemption": invoices.parse_vat_exemption(given("vat_exemption")),
         "every": every,
         "every_n": _optional_whole(given("interval", "every_n"), "interval", 1,
                                    MAX_INTERVAL) or 1,
@@ -263,6 +264,7 @@ def as_json(row: Any, made: list[dict[str, Any]] | None = None) -> dict[str, Any
         "id": row["id"], "status": row["status"], "next_run": row["next_run"],
         "customer_id": row["customer_id"], "currency": row["currency"],
         "line_items": json.loads(row["line_items"]), "notes": row["notes"],
+        "vat_exemption": row["vat_exemption"],
         "payment_terms_days": row["payment_terms_days"], "every": row["every"],
         "interval": row["every_n"], "day": row["on_day"], "starts": row["starts_on"],
         "ends": row["ends_on"], "count": row["stop_after"], "action": row["action"],
@@ -368,10 +370,11 @@ def create(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any],
         terms = fields["payment_terms_days"]
         db.execute(
             "INSERT INTO recurring (id, owner_id, customer_id, status, currency, line_items,"
-            " notes, payment_terms_days, every, every_n, on_day, starts_on, ends_on,"
-            " stop_after, action, email_to, backfill, anchor, next_index, next_run,"
+            " notes, vat_exemption, payment_terms_days, every, every_n, on_day, starts_on,"
+            " ends_on, stop_after, action, email_to, backfill, anchor, next_index, next_run,"
             " created_on, created_at, updated_at) VALUES (:id, :owner, :customer_id,"
-            " 'active', :currency, :line_items, :notes, :terms, :every, :every_n, :on_day,"
+            " 'active', :currency, :line_items, :notes, :vat_exemption, :terms, :every,"
+            " :every_n, :on_day,"
             " :starts_on, :ends_on, :stop_after, :action, :email_to, :backfill, :anchor,"
             " :next_index, :next_run, :today, :now, :now)",
             {**fields, **state, "id": recurring_id, "owner": actor_id, "currency": currency,
@@ -380,7 +383,8 @@ def create(db: sqlite3.Connection, actor_id: str, fields: dict[str, Any],
              "today": today.isoformat(), "now": now})
 
     recurring_id, created = bindings.once(db, actor_id, "recurring", request_id,
-                                          bindings.fingerprint(fields), make, now)
+                                          bindings.fingerprint(invoices.bound_fields(fields)),
+                                          make, now)
     return _one(db, actor_id, recurring_id), created
 
 
@@ -412,7 +416,8 @@ def edit(db: sqlite3.Connection, actor_id: str, recurring_id: str, revision: int
     state = _next_state({**fields, "status": row["status"]}, rule, anchor, n, row["made"])
     db.execute(
         "UPDATE recurring SET customer_id = :customer_id, currency = :currency,"
-        " line_items = :line_items, notes = :notes, payment_terms_days = :terms,"
+        " line_items = :line_items, notes = :notes, vat_exemption = :vat_exemption,"
+        " payment_terms_days = :terms,"
         " every = :every, every_n = :every_n, on_day = :on_day, ends_on = :ends_on,"
         " stop_after = :stop_after, action = :action, email_to = :email_to,"
         " anchor = :anchor, next_index = :next_index, next_run = :next_run, status = :status,"
@@ -497,7 +502,8 @@ def _make_invoice(db: sqlite3.Connection, row: Any, start: dt.date, end: dt.date
     owner, lines = row["owner_id"], money.parse_lines(json.loads(row["line_items"]))
     fields = {"customer": None, "customer_id": row["customer_id"], "currency": row["currency"],
               "due_date": (today + dt.timedelta(days=row["payment_terms_days"])).isoformat(),
-              "supply_date": None, "notes": row["notes"], "line_items": row["line_items"],
+              "supply_date": None, "notes": row["notes"],
+              "vat_exemption": row["vat_exemption"], "line_items": row["line_items"],
               **money.totals(lines, row["currency"]).as_json(row["currency"])}
     draft = invoices.create_draft(db, owner, fields, None, now)[0]
     invoice_id = draft["id"]

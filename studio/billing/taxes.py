@@ -79,10 +79,11 @@ def _rates(lines: list[dict[str, Any]]) -> set[Decimal]:
 
 
 def to_confirm(seller: dict[str, Any] | None, buyer: dict[str, Any] | None,
-               lines: list[dict[str, Any]]) -> list[str]:
+               lines: list[dict[str, Any]], exemption: str = "") -> list[str]:
     """What looks wrong with an invoice's tax, each in a sentence a person acts on: VAT
     charged to a business that accounts for it itself, or a domestic line at 0 % with no
-    reason for it. Only where the seller's country and the buyer's are known."""
+    reason for it (`exemption`, the invoice's `vat_exemption`). Only where the seller's
+    country and the buyer's are known."""
     seller, buyer = seller or {}, buyer or {}
     selling_from = seller_country(seller)
     buying_in = documents.vat_country_of(buyer)
@@ -98,9 +99,10 @@ def to_confirm(seller: dict[str, Any] | None, buyer: dict[str, Any] | None,
             " pays the VAT itself (reverse charge) and its lines are usually at 0 %%; this"
             " invoice charges %(charged)s VAT.") % {
                 "name": name, "vat_id": buyer.get("vat_id", ""), "charged": charged})
-    if buying_in == documents.vat_country_of(seller) and Decimal(0) in rates:
+    if buying_in == documents.vat_country_of(seller) and Decimal(0) in rates \
+            and not exemption.strip():
         found.append(i18n.gettext(
             "%(name)s is in your own country, and a line is at 0 %% VAT without a reason on"
-            " the invoice. If the sale is exempt from VAT, write why in the notes (the law"
-            " that exempts it) so the invoice says it.") % {"name": name})
+            " the invoice. If the sale is exempt from VAT, give the reason on the draft (the"
+            " law that exempts it) so the invoice says it.") % {"name": name})
     return found

@@ -42,7 +42,7 @@ DRAFT_FIELDS = ("customer", "currency", "due_date")
 CUSTOMER_COLUMNS = ("customer_email", "customer_country", "customer_vat_id")
 # What a draft's binding was made of before drafts had these: left out while unset, so a file
 # imported before them is still the same import.
-LATER_FIELDS = ("customer_id", "supply_date", "notes")
+LATER_FIELDS = ("customer_id", "supply_date", "notes", "vat_exemption")
 LINE_FIELDS = ("description", "quantity", "unit_price", "tax_rate")
 MAX_BYTES = 20 * 1024 * 1024
 MAX_DRAFTS = 50_000

@@ -577,6 +577,13 @@ ALTER TABLE customers ADD COLUMN language TEXT;
 ALTER TABLE actors ADD COLUMN language TEXT;
 """
 
+# Why an invoice's lines at 0 % charge no VAT, in the seller's words (empty: none), and a
+# schedule's for the invoices it makes.
+VAT_EXEMPTION = """
+ALTER TABLE invoices ADD COLUMN vat_exemption TEXT NOT NULL DEFAULT '';
+ALTER TABLE recurring ADD COLUMN vat_exemption TEXT NOT NULL DEFAULT '';
+"""
+
 MIGRATIONS: list[str | Callable[[Any], None]] = [SCHEMA_V1, _business, MODEL_WORK, SENDS_HANDED,
                                                  RECURRING, REMINDERS, REMINDERS_LOOKED_AT,
-                                                 LANGUAGES]
+                                                 LANGUAGES, VAT_EXEMPTION]

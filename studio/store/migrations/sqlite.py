@@ -193,6 +193,12 @@ MIGRATIONS: list[Migration] = [
     ALTER TABLE customers ADD COLUMN language TEXT;
     ALTER TABLE actors ADD COLUMN language TEXT;
     """,
+    # 17: why an invoice's lines at 0 % charge no VAT, in the seller's words (empty: none),
+    # and a schedule's for the invoices it makes.
+    """
+    ALTER TABLE invoices ADD COLUMN vat_exemption TEXT NOT NULL DEFAULT '';
+    ALTER TABLE recurring ADD COLUMN vat_exemption TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 REMINDERS = """

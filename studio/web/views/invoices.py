@@ -248,7 +248,7 @@ async def issue_review(request: Request) -> Response:
     # What the person confirms before issuing: the page asks (`confirm_tax: false`) and the
     # button, once ticked, sends `confirm_tax: true`.
     tax_to_confirm = invoices.tax_to_confirm(invoice["kind"], seller, buyer,
-                                             invoice["line_items"])
+                                             invoice["line_items"], invoice["vat_exemption"])
     if tax_to_confirm:
         frozen["confirm_tax"] = False
     data = {"request": frozen, "series": invoices.series_of(invoice["kind"]),

@@ -106,11 +106,12 @@ async def create_schedule(request: Request) -> Response:
 
 async def new_schedule_page(request: Request) -> Response:
     """The form for a new recurring invoice; `?invoice_id=` fills it from that invoice (its
-    customer, currency, lines, notes and payment terms)."""
+    customer, currency, lines, notes, reason for no VAT and payment terms)."""
     actor = await current_actor(request)
     db = studio_of(request).db
     today = balances.today()
     start = {"customer_id": "", "customer": "", "currency": "EUR", "notes": "",
+             "vat_exemption": "",
              "payment_terms_days": 14, "every": "month", "interval": 1,
              "day": str(min(today.day, 28)) if today.day <= 28 else "last",
              "starts": today.isoformat(), "ends": "", "count": "", "action": "draft",
@@ -124,7 +125,8 @@ async def new_schedule_page(request: Request) -> Response:
         terms = (dt.date.fromisoformat(invoice["due_date"]) - issued_on).days
         start.update({"customer_id": invoice["customer_id"] or "",
                       "customer": invoice["customer"], "currency": invoice["currency"],
-                      "notes": invoice["notes"], "line_items": invoice["line_items"],
+                      "notes": invoice["notes"], "vat_exemption": invoice["vat_exemption"],
+                      "line_items": invoice["line_items"],
                       "payment_terms_days": max(0, min(terms, recurring.MAX_TERMS_DAYS)),
                       "from_number": invoice["number"]})
     known = [] if start["customer_id"] else \

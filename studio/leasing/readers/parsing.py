@@ -810,6 +810,8 @@ def parse(text: str) -> Reading:
         if split_total is not None and amounts and _amount_only(line):
             # The total printed large, its amount read as a row of its own under its word.
             sums.totals.append((split_total + 0.1, amounts[-1]))
+            split_total = None
+            continue
         split_total = None
         if tax_word and amounts and (RATE.search(line) or ended):
             sums.taxes.append(amounts[-1])

@@ -88,27 +88,28 @@ def _supply_date(value: object) -> str | None:
     return parse_date(value, N_("supply date"))
 
 
-def _notes(value: object) -> str:
+def _free_text(value: object, most: int, too_long: str, name: str) -> str:
+    """A field of the person's own words: none is empty; else text of at most `most`
+    characters (`too_long` says so, naming the field) with no control characters."""
     if value is None:
         return ""
-    if not isinstance(value, str) or len(value.strip()) > MAX_NOTES:
-        raise Refusal("invalid_body", gettext(
-            "The notes must be text of at most %(most)s characters.") % {
-                "most": i18n.number(MAX_NOTES)})
-    return identifiers.plain(value, N_("notes")).strip()
+    if not isinstance(value, str) or len(value.strip()) > most:
+        raise Refusal("invalid_body", gettext(too_long) % {"most": i18n.number(most)})
+    return identifiers.plain(value, name).strip()
+
+
+def _notes(value: object) -> str:
+    return _free_text(value, MAX_NOTES, N_("The notes must be text of at most %(most)s"
+                                           " characters."), N_("notes"))
 
 
 def parse_vat_exemption(value: object) -> str:
     """Why the lines at 0 % charge no VAT, as the law that exempts the sale says it ("Exempt
     as a small business, § 19 UStG"): printed under the tax table and sent as the e-invoice's
     exemption reason. One line of text."""
-    if value is None:
-        return ""
-    if not isinstance(value, str) or len(value.strip()) > MAX_VAT_EXEMPTION:
-        raise Refusal("invalid_body", gettext(
-            "The reason for no VAT must be text of at most %(most)s characters.") % {
-                "most": i18n.number(MAX_VAT_EXEMPTION)})
-    return " ".join(identifiers.plain(value, N_("reason for no VAT")).split())
+    return " ".join(_free_text(value, MAX_VAT_EXEMPTION, N_(
+        "The reason for no VAT must be text of at most %(most)s characters."),
+        N_("reason for no VAT")).split())
 
 
 def _customer_id(value: object) -> str | None:

@@ -309,3 +309,9 @@ def test_a_date_glued_to_its_time_is_read_and_a_time_is_no_year():
     assert parse(glued)["date"] == "2026-12-03"
     hours = "LADEN\nBrot 2,50\nSUMME 2,50\nMittwoch 24.12. 08:00-14:00 Uhr\n03.12.2026 14:02\n"
     assert parse(hours)["date"] == "2026-12-03"
+
+
+def test_a_total_s_word_with_a_digit_ocr_put_for_a_letter_still_names_the_total():
+    for word in ["T0TALE", "5UMME", "TOTA1", "T0TAAL"]:
+        text = f"NEGOZIO\nPANE 2,10\nFORMAGGIO\nVINO 7,80\n{word} 13,40\nCONTANTE 20,00\n"
+        assert parse(text)["total"] == "13.40", word

@@ -744,6 +744,18 @@ class Sums:
     paid: list[Decimal] = field(default_factory=list)
 
 
+def _words_of(line: str) -> str:
+    """The line's words as the receipt printed them, where OCR put a digit for a letter inside
+    a word (T0TALE, 5UMME, TOTA1): read for its words only, never for its amounts."""
+    def letters(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if sum(c.isalpha() for c in token) < 3:
+            return token
+        return token.translate(str.maketrans("0158", "olsb"))
+
+    return re.sub(r"\w+", letters, line.lower())
+
+
 def _amount_only(line: str) -> bool:
     """A row that holds amounts and nothing else but currency signs and a code (£4.94; 8,38 €)."""
     rest = MONEY.sub(" ", _digits(line)[0])
@@ -775,7 +787,7 @@ def parse(text: str) -> Reading:
     split_total: float | None = None
     ended = False
     for n, line in enumerate(lines):
-        lower = line.lower()
+        lower = _words_of(line)
         amounts = _line_amounts(line)
         net_word = next((w for ws in NET_WORDS.values() for w in ws if _has_word(lower, [w])),
                         None) or re.match(r"net\b(?!\s*(?:à|a)\s*payer)", lower)

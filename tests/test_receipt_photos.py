@@ -1,6 +1,6 @@
 """Receipts as phones photograph them (DESIGN.md part five): a receipt drawn here (Pillow and the
 vendored font, as tests/receipts.py draws) and then photographed the way people do, at an
-angle or bowed, read in a reader process as the studio reads it."""
+angle, bowed or half in shadow, read in a reader process as the studio reads it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from PIL import Image
+from PIL import Image, ImageChops, ImageFilter
 
 from studio.leasing.readers import ocr
 from tests import backends
@@ -74,3 +74,23 @@ def test_a_receipt_whose_rows_do_not_run_straight_is_read_row_by_row(shop, photo
     assert lines_of(reading) == [(line["quantity"], line["unit_price"])
                                  for line in want["lines"]]
     assert reading["total"] == want["total"]
+
+
+def half_in_shadow(image: Image.Image, light: float = 0.45) -> Image.Image:
+    """A close photo, the paper filling the frame, the phone's shadow over its lower half."""
+    page = image.convert("RGB")
+    w, h = page.size
+    lit = Image.new("L", (w, h), 255)
+    lit.paste(int(255 * light), (0, h // 2, w, h))
+    lit = lit.filter(ImageFilter.GaussianBlur(h // 40))
+    return ImageChops.multiply(page, Image.merge("RGB", [lit] * 3))
+
+
+def test_a_close_photo_half_in_shadow_is_read_to_its_foot():
+    receipt = R.frischmarkt()
+    reading = read_receipt(jpeg(half_in_shadow(R.draw(receipt))), "image/jpeg")
+    want = receipt.expected()
+    assert lines_of(reading) == [(line["quantity"], line["unit_price"])
+                                 for line in want["lines"]]
+    assert reading["total"] == want["total"]
+    assert reading["date"] == want["date"]

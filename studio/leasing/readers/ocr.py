@@ -363,7 +363,7 @@ def rapid_page(image: Image.Image) -> Any:
 def paper(array: Any) -> Any:
     """The receipt's own rectangle, when it fills clearly less of the photo (a till receipt
     on a table): the largest bright region, with a margin. A page that is all paper (a scan, a
-    close photo) is left as it is."""
+    close photo, one in part shadowed) is left as it is."""
     import cv2
     import numpy as np
 
@@ -381,6 +381,13 @@ def paper(array: Any) -> Any:
         return array
     best = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
     x, y, bw, bh, area = stats[best]
+    # Paper running out of the frame on two opposite sides is a close photo, not a receipt on
+    # a table: what ends it the other way is a shadow across it, and nothing is cut there.
+    high, wide = small.shape
+    if x <= 1 and x + bw >= wide - 1:
+        y, bh = 0, high
+    if y <= 1 and y + bh >= high - 1:
+        x, bw = 0, wide
     if bw * bh > 0.7 * small.size or area < 0.05 * small.size:
         return array
     m = 0.03 * max(bw, bh)

@@ -315,3 +315,10 @@ def test_a_total_s_word_with_a_digit_ocr_put_for_a_letter_still_names_the_total(
     for word in ["T0TALE", "5UMME", "TOTA1", "T0TAAL"]:
         text = f"NEGOZIO\nPANE 2,10\nFORMAGGIO\nVINO 7,80\n{word} 13,40\nCONTANTE 20,00\n"
         assert parse(text)["total"] == "13.40", word
+
+
+def test_a_payer_read_glued_or_without_its_a_still_names_the_total():
+    # Shadow or an angle: OCR glues "A payer" or loses its A; one price lost to a crease.
+    for word in ["Apayer", "payer", "A payer"]:
+        text = f"MAGASIN\nPAIN 2,10\nFROMAGE\nVIN 7,80\n{word} 13,40\nCB 13,40\n"
+        assert parse(text)["total"] == "13.40", word

@@ -61,7 +61,9 @@ TOTAL_WORDS = {
            "bruttobetrag", "bruttosumme", "rechnungssumme", "zahlbetrag", "endbetrag",
            "gesamtsumme", "summe", "gesamt", "betrag", "brutto"],
     "fr": ["total ttc", "net à payer", "net a payer", "montant ttc", "montant dû", "montant du",
-           "à payer", "a payer", "à régler", "total"],
+           "à payer", "a payer", "à régler", "total",
+           # "A payer" as OCR reads it in shadow or at an angle: glued, or its A lost.
+           "àpayer", "apayer", "payer"],
     "en": ["amount due", "balance due", "total due", "grand total", "total to pay", "to pay",
            "balance to pay", "balance", "total"],
     "es": ["total a pagar", "importe total", "total factura", "total compra", "a pagar",

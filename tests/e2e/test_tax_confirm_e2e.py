@@ -57,9 +57,13 @@ def test_a_reason_for_no_vat_written_on_the_draft_answers_the_question(page: Pag
     sign_in(page, studio.url)
     page.goto(f"{studio.url}/invoices/{invoice_id}")
     page.locator("#draft-form [name=vat_exemption]").fill("Steuerfrei nach § 4 Nr. 21 UStG")
-    with page.expect_response(f"**/invoices/{invoice_id}/edit") as saved:
+    # Saved, the draft's page is loaded again (HX-Redirect): the review is asked for after it.
+    with page.expect_navigation(url=f"**/invoices/{invoice_id}"), \
+            page.expect_response(f"**/invoices/{invoice_id}/edit") as saved:
         page.locator("#draft-form button[type=submit]").click()
     assert saved.value.status == 200
+    expect(page.locator("#draft-form [name=vat_exemption]")).to_have_value(
+        "Steuerfrei nach § 4 Nr. 21 UStG")
     page.goto(f"{studio.url}/invoices/{invoice_id}/issue")
     expect(page.locator("#vat-exemption")).to_have_text("Steuerfrei nach § 4 Nr. 21 UStG")
     expect(page.locator("#tax-to-confirm")).to_have_count(0)

@@ -322,3 +322,14 @@ def test_a_payer_read_glued_or_without_its_a_still_names_the_total():
     for word in ["Apayer", "payer", "A payer"]:
         text = f"MAGASIN\nPAIN 2,10\nFROMAGE\nVIN 7,80\n{word} 13,40\nCB 13,40\n"
         assert parse(text)["total"] == "13.40", word
+
+
+def test_a_discounts_own_percent_is_no_tax_rate_where_no_article_is_taxed_at_it():
+    own = "ALIMENTARI\nPANE 10,00% 2,10\nLATTE 10,00% 1,29\nSCONTO 20% 0,26\nTOTALE 3,13\n"
+    reading = parse(own)
+    assert [(line["unit_price"], line["tax_rate"]) for line in reading["lines"]] == [
+        ("2.10", "10"), ("1.29", "10"), ("-0.26", None)]
+    assert reading["total"] == "3.13"
+    # The till's rate column, printed on the discount too, stays its rate.
+    column = "ALIMENTARI\nPANE 10,00% 2,10\nLATTE 10,00% 1,29\nSCONTO 10,00% 0,26\nTOTALE 3,13\n"
+    assert [line["tax_rate"] for line in parse(column)["lines"]] == ["10", "10", "10"]

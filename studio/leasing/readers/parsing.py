@@ -882,7 +882,7 @@ def parse(text: str) -> Reading:
     currency = _currency("\n".join(lines))
     out_lines: list[Line] = []
     single_rate = named[0] if len(named) == 1 and not codes else None
-    rates = [c.rate for c in chosen]
+    rates = _discounts_own_percent(items, chosen, [c.rate for c in chosen])
     if single_rate is None and len(named) == 2 and all(r is None for r in rates):
         rates = _rates_by_sums([c.amount for c in chosen], named, _rate_figures(lines))
     for item, c, rate in zip(items, chosen, rates, strict=True):
@@ -903,6 +903,20 @@ def parse(text: str) -> Reading:
         "lines": out_lines[:rule.MAX_LINES],
         "total": text_of(total.quantize(CENT)) if total is not None else None,
     }
+
+
+def _discounts_own_percent(items: list[ItemLine], chosen: list[Candidate],
+                           rates: list[Decimal | None]) -> list[Decimal | None]:
+    """A discount's percent read as its rate (SCONTO 20% 0,26) where no article of the
+    receipt is taxed at it is the discount's own, no tax rate. An Italian till prints its rate
+    column on a discount too (SCONTO 10,00% -0,60), at a rate its articles have."""
+    discount = [bool(_has_word(_words_of(item.text), DISCOUNT_WORDS)) for item in items]
+    taxed = {rate for rate, off in zip(rates, discount, strict=True)
+             if rate is not None and not off}
+    if not taxed:
+        return rates
+    return [None if off and rate not in taxed and c.code is None else rate
+            for rate, off, c in zip(rates, discount, chosen, strict=True)]
 
 
 def _by_the_rule(description: str, quantity: str | None, unit_price: str | None,

@@ -68,6 +68,15 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(autouse=True)
+def _signed_in_clients_closed() -> Iterator[None]:
+    """A client a test signed in with is closed as the test ends: left to the garbage
+    collector, its socket's ResourceWarning would fail whichever test runs when it collects."""
+    yield
+    while SIGNED_IN:
+        SIGNED_IN.pop().close()
+
+
+@pytest.fixture(autouse=True)
 def _no_sign_in_pause(monkeypatch: pytest.MonkeyPatch) -> None:
     """In-process studios answer throttled sign-ins at once; the pause is measured in bench/."""
     monkeypatch.setattr("studio.accounts.auth.REFUSED_SIGN_IN_PAUSE_S", 0.0)
@@ -332,8 +341,13 @@ def server(tmp_path: Path) -> Iterator[Server]:
     started.stop()
 
 
+# The clients `sign_in` made during the running test, closed when it ends.
+SIGNED_IN: list[httpx.Client] = []
+
+
 def sign_in(url: str, email: str = ADA) -> httpx.Client:
     client = httpx.Client(base_url=url, headers={"Accept": "application/json"}, timeout=30)
+    SIGNED_IN.append(client)
     reply = client.post("/login", json={"email": email, "password": DEMO_PASSWORD})
     assert reply.status_code == 200, reply.text
     return client

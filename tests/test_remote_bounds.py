@@ -252,6 +252,7 @@ def test_a_stopped_studio_serve_ends_in_seconds_while_the_model_server_trickles(
     """SIGTERM while a request waits on a provider check: uvicorn lets the request finish
     (within a second) and the lifespan stops the probe, instead of waiting on the server."""
     server = start_server(tmp_path / "studio.db", "--demo", STUDIO_OPENAI_BASE_URL=trickling.url)
+    client = None
     try:
         client = sign_in(server.url)
         invoice_id = rows(tmp_path / "studio.db", "SELECT invoices.id FROM invoices JOIN actors"
@@ -269,6 +270,8 @@ def test_a_stopped_studio_serve_ends_in_seconds_while_the_model_server_trickles(
         assert replies == [201], server.log()
         wait_until(lambda: trickling.open == 0, 3, "the probe's connection to close")
     finally:
+        if client is not None:
+            client.close()  # its socket is closed now, not left to a later test's collection
         server.stop(kill=True)
 
 
